@@ -1,0 +1,57 @@
+//! Fast math. On the GPU these are single PTX instructions; on the emulator they are the
+//! correctly rounded (or more accurate) host functions, so tolerances must cover the
+//! hardware's approximation error, quoted per function from the PTX ISA.
+
+use super::imp;
+
+/// 2^x. GPU: `ex2.approx.f32` (max relative error 2^-22 over the full range per the PTX ISA;
+/// subnormal results are kept).
+#[inline(always)]
+pub fn exp2_approx(x: f32) -> f32 {
+    imp::exp2_approx(x)
+}
+
+/// e^x through `ex2.approx`: the rounding of `x * log2(e)` adds a relative error of about
+/// |x| * 2^-24 on top of ex2's own.
+#[inline(always)]
+pub fn exp_approx(x: f32) -> f32 {
+    exp2_approx(x * core::f32::consts::LOG2_E)
+}
+
+/// 1/sqrt(x). GPU: `rsqrt.approx.f32` (max relative error 2^-22.9 per the PTX ISA).
+#[inline(always)]
+pub fn rsqrt_approx(x: f32) -> f32 {
+    imp::rsqrt_approx(x)
+}
+
+/// sqrt(x), correctly rounded (`sqrt.rn.f32`).
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    imp::sqrt_rn(x)
+}
+
+/// a * b + c with one rounding (`fma.rn.f32`; `mul_add` on the host gives the same bits).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    imp::fma_rn(a, b, c)
+}
+
+/// max(a, b) that returns NaN if either is NaN (`max.NaN.f32`), so NaN cannot vanish in a
+/// reduction.
+#[inline(always)]
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    imp::max_nan(a, b)
+}
+
+/// tanh(x) = 1 - 2 / (e^(2x) + 1): exact limits at +-inf, NaN stays NaN, absolute error a few
+/// f32 ulps of 1 (it loses relative accuracy near 0, which GELU absorbs: it adds 1 first).
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    1.0 - 2.0 / (exp_approx(2.0 * x) + 1.0)
+}
+
+/// The logistic function 1 / (1 + e^-x).
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp_approx(-x))
+}

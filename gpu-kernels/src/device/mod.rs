@@ -1,0 +1,139 @@
+//! The device API: everything a kernel may touch, with one implementation per target.
+//!
+//! On `nvptx64` each call is a PTX instruction or special register; on the host each call goes
+//! to the CPU emulator ([`crate::emu`]), which runs the kernel under the GPU's execution model and
+//! checks what compute-sanitizer checks. Names follow `cuda_std` where they fit.
+//!
+//! # The safety model of memory views
+//! Kernels reach memory only through views: [`Global`] / [`GlobalMut`] for global memory and
+//! [`Shared`] for the block's shared memory. A view is made by the launcher (global) or from
+//! the kernel's compile-time shared layout, never from arbitrary pointers inside a kernel.
+//! On the GPU a view access is a plain load or store, exactly as in CUDA C++: the index is the
+//! kernel's responsibility, guarded by the kernel's own `if i < n` checks. On the emulator
+//! every access is bounds-checked (and shared accesses are race- and init-checked), and the
+//! property tests drive every kernel over its whole index space there. That is the trade:
+//! no per-access check on the hot path of the GPU, and a tested guarantee instead of a static one.
+
+mod element;
+mod memory;
+pub mod math;
+pub mod warp;
+
+#[cfg(target_arch = "nvptx64")]
+pub(crate) mod ptx;
+
+#[cfg(target_arch = "nvptx64")]
+use ptx as imp;
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::emu::api as imp;
+
+pub use element::Element;
+pub use memory::{Global, GlobalMut, Shared};
+
+/// Threads in a warp on every NVIDIA GPU ferrokern targets.
+pub const WARP_SIZE: u32 = 32;
+
+/// A grid or block extent, as in CUDA's `dim3`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dim3 {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
+}
+
+impl Dim3 {
+    pub const fn x(x: u32) -> Self {
+        Dim3 { x, y: 1, z: 1 }
+    }
+    pub const fn xy(x: u32, y: u32) -> Self {
+        Dim3 { x, y, z: 1 }
+    }
+    pub const fn new(x: u32, y: u32, z: u32) -> Self {
+        Dim3 { x, y, z }
+    }
+    /// x * y * z, widened so it cannot overflow.
+    pub const fn count(&self) -> u64 {
+        self.x as u64 * self.y as u64 * self.z as u64
+    }
+}
+
+/// Thread and block coordinates (CUDA's `threadIdx`, `blockIdx`, `blockDim`, `gridDim`).
+pub mod thread {
+    use super::imp;
+
+    /// `threadIdx.x`
+    #[inline(always)]
+    pub fn thread_idx_x() -> u32 {
+        imp::thread_idx_x()
+    }
+    /// `threadIdx.y`
+    #[inline(always)]
+    pub fn thread_idx_y() -> u32 {
+        imp::thread_idx_y()
+    }
+    /// `blockIdx.x`
+    #[inline(always)]
+    pub fn block_idx_x() -> u32 {
+        imp::block_idx_x()
+    }
+    /// `blockIdx.y`
+    #[inline(always)]
+    pub fn block_idx_y() -> u32 {
+        imp::block_idx_y()
+    }
+    /// `blockIdx.z`
+    #[inline(always)]
+    pub fn block_idx_z() -> u32 {
+        imp::block_idx_z()
+    }
+    /// `blockDim.x`
+    #[inline(always)]
+    pub fn block_dim_x() -> u32 {
+        imp::block_dim_x()
+    }
+    /// `blockDim.y`
+    #[inline(always)]
+    pub fn block_dim_y() -> u32 {
+        imp::block_dim_y()
+    }
+    /// `gridDim.x`
+    #[inline(always)]
+    pub fn grid_dim_x() -> u32 {
+        imp::grid_dim_x()
+    }
+    /// `gridDim.y`
+    #[inline(always)]
+    pub fn grid_dim_y() -> u32 {
+        imp::grid_dim_y()
+    }
+
+    /// This thread's index in a 1-D grid of 1-D blocks, widened: `blockIdx.x * blockDim.x + threadIdx.x`.
+    #[inline(always)]
+    pub fn index_1d() -> usize {
+        block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize
+    }
+
+    /// Total threads in a 1-D grid of 1-D blocks (the stride of a grid-stride loop).
+    #[inline(always)]
+    pub fn grid_threads_1d() -> usize {
+        grid_dim_x() as usize * block_dim_x() as usize
+    }
+
+    /// This thread's linear index inside its block (x fastest).
+    #[inline(always)]
+    pub fn linear_thread_idx() -> u32 {
+        (thread_idx_y() * block_dim_x()) + thread_idx_x()
+    }
+
+    /// `__syncthreads()`: every thread of the block waits here until all have arrived, and
+    /// shared-memory writes before it are visible to all threads after it. Every thread must
+    /// reach the same barrier; the emulator reports divergence (and a thread that exits while
+    /// others wait) as an error.
+    #[inline(always)]
+    #[track_caller]
+    pub fn sync_threads() {
+        imp::sync_threads()
+    }
+}

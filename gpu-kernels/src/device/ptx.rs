@@ -1,0 +1,242 @@
+//! The device API on `nvptx64`: special registers, barriers and PTX instructions.
+
+use super::warp::{ShflMode, VoteMode};
+use core::arch::asm;
+use core::arch::nvptx;
+
+// The block's dynamic shared segment; its size is the launch's `sharedMemBytes`.
+core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
+
+#[inline(always)]
+pub fn thread_idx_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+#[inline(always)]
+pub fn thread_idx_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_thread_idx_y() as u32 }
+}
+#[inline(always)]
+pub fn block_idx_x() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+#[inline(always)]
+pub fn block_idx_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_idx_y() as u32 }
+}
+#[inline(always)]
+pub fn block_idx_z() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_idx_z() as u32 }
+}
+#[inline(always)]
+pub fn block_dim_x() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_dim_x() as u32 }
+}
+#[inline(always)]
+pub fn block_dim_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_dim_y() as u32 }
+}
+#[inline(always)]
+pub fn grid_dim_x() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+#[inline(always)]
+pub fn grid_dim_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_grid_dim_y() as u32 }
+}
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    let l: u32;
+    // SAFETY: reads %laneid.
+    unsafe { asm!("mov.u32 {l}, %laneid;", l = out(reg32) l) };
+    l
+}
+
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: bar.sync 0; the kernel's contract is that every thread reaches it.
+    unsafe { nvptx::_syncthreads() }
+}
+
+// Global memory: the GPU does no checking (see the device module docs).
+#[inline(always)]
+pub fn check_global<T>(_addr: usize, _len: usize, _i: usize, _n: usize, _write: bool) {}
+
+#[inline(always)]
+pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees a valid, 16-byte aligned global address. `cvta.to.global`
+    // turns the generic pointer into a global-space one so the load is LDG.E.128.
+    unsafe {
+        asm!(
+            "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+            p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            options(readonly, nostack, preserves_flags)
+        );
+        core::mem::transmute_copy(&[a, b, c, d])
+    }
+}
+
+#[inline(always)]
+pub unsafe fn store_16b<T: Copy, const N: usize>(p: *mut T, v: [T; N]) {
+    // SAFETY: [T; N] is 16 bytes (asserted by the caller), so it reads as four u32.
+    let [a, b, c, d]: [u32; 4] = unsafe { core::mem::transmute_copy(&v) };
+    // SAFETY: the caller guarantees a valid, 16-byte aligned global address.
+    unsafe {
+        asm!(
+            "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; st.global.v4.b32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+            p = in(reg64) p, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, d = in(reg32) d,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+#[inline(always)]
+pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
+    let old: f32;
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        asm!("atom.global.add.f32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v)
+    };
+    old
+}
+
+#[inline(always)]
+pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v)
+    };
+    old
+}
+
+#[inline(always)]
+fn shared_ptr<T>(offset: u32, i: u32) -> *mut T {
+    let base: u64;
+    // SAFETY: takes the generic address of the dynamic shared segment.
+    unsafe { asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack)) };
+    (base + offset as u64 + i as u64 * core::mem::size_of::<T>() as u64) as *mut T
+}
+
+#[inline(always)]
+pub fn shared_load<T: Copy>(offset: u32, _len: u32, i: u32) -> T {
+    // SAFETY: the view lies inside the launch's dynamic shared size (the layout is a const of
+    // the kernel's config and the launcher passes its size); `i < len` is checked on the emulator.
+    unsafe { shared_ptr::<T>(offset, i).read() }
+}
+
+#[inline(always)]
+pub fn shared_store<T: Copy>(offset: u32, _len: u32, i: u32, v: T) {
+    // SAFETY: as in `shared_load`.
+    unsafe { shared_ptr::<T>(offset, i).write(v) }
+}
+
+#[inline(always)]
+pub fn shfl_sync(mode: ShflMode, mask: u32, v: u32, arg: u32) -> u32 {
+    let r: u32;
+    // SAFETY: shfl.sync with the caller's mask; the clamp operand 0x1f (0 for `up`) selects a
+    // full 32-lane segment.
+    unsafe {
+        match mode {
+            ShflMode::Idx => asm!("shfl.sync.idx.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
+            ShflMode::Up => asm!("shfl.sync.up.b32 {r}, {v}, {a}, 0, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
+            ShflMode::Down => asm!("shfl.sync.down.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
+            ShflMode::Xor => asm!("shfl.sync.bfly.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
+        }
+    }
+    r
+}
+
+#[inline(always)]
+pub fn vote_sync(mode: VoteMode, mask: u32, pred: bool) -> u32 {
+    let r: u32;
+    let p = pred as u32;
+    // SAFETY: vote.sync with the caller's mask.
+    unsafe {
+        match mode {
+            VoteMode::All => asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.all.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
+            VoteMode::Any => asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.any.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
+            VoteMode::Ballot => asm!("{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {r}, p, {m}; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
+        }
+    }
+    r
+}
+
+#[inline(always)]
+pub fn sync_warp(mask: u32) {
+    // SAFETY: bar.warp.sync with the caller's mask.
+    unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask) }
+}
+
+#[inline(always)]
+pub fn exp2_approx(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn rsqrt_approx(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("rsqrt.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn sqrt_rn(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic (max.NaN needs sm_80, ferrokern's floor).
+    unsafe { asm!("max.NaN.f32 {r}, {a}, {b};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    // SAFETY: pure conversion.
+    unsafe { asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn f32_to_f16(x: f32) -> u16 {
+    let r: u16;
+    // SAFETY: pure conversion, round to nearest even.
+    unsafe { asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let r: u16;
+    // SAFETY: pure conversion, round to nearest even (sm_80+).
+    unsafe { asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}

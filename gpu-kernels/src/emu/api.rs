@@ -1,0 +1,162 @@
+//! The device API on the host: every call goes to the emulated thread running now.
+
+use super::FaultKind;
+use super::block::{Post, State, WarpOp, current};
+use crate::device::warp::{ShflMode, VoteMode};
+use core::panic::Location;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Ends the current emulated thread with `kind`; the block scheduler turns it into an
+/// `EmuError` naming kernel, block and thread. `resume_unwind` skips the panic hook, so a
+/// caught fault prints nothing.
+fn fault(kind: FaultKind) -> ! {
+    std::panic::resume_unwind(Box::new(kind))
+}
+
+pub fn thread_idx_x() -> u32 {
+    current().tid.x
+}
+pub fn thread_idx_y() -> u32 {
+    current().tid.y
+}
+pub fn block_idx_x() -> u32 {
+    current().block().block_idx.x
+}
+pub fn block_idx_y() -> u32 {
+    current().block().block_idx.y
+}
+pub fn block_idx_z() -> u32 {
+    current().block().block_idx.z
+}
+pub fn block_dim_x() -> u32 {
+    current().block().block_dim.x
+}
+pub fn block_dim_y() -> u32 {
+    current().block().block_dim.y
+}
+pub fn grid_dim_x() -> u32 {
+    current().block().grid_dim.x
+}
+pub fn grid_dim_y() -> u32 {
+    current().block().grid_dim.y
+}
+pub fn lane_id() -> u32 {
+    current().lane()
+}
+
+#[track_caller]
+pub fn sync_threads() {
+    let t = current();
+    t.state.set(State::Barrier(Location::caller()));
+    t.suspend();
+}
+
+#[track_caller]
+pub fn check_global<T>(addr: usize, len: usize, i: usize, n: usize, write: bool) {
+    let size = size_of::<T>();
+    let a = addr.wrapping_add(i.wrapping_mul(size));
+    if i.checked_add(n).is_none_or(|end| end > len) {
+        fault(FaultKind::OutOfBounds { write, index: i, count: n, len, addr: a, at: Location::caller() });
+    }
+    let align = if n > 1 { n * size } else { align_of::<T>() };
+    if a % align != 0 {
+        fault(FaultKind::Misaligned { addr: a, align, at: Location::caller() });
+    }
+}
+
+pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
+    // SAFETY: the caller checked bounds and alignment.
+    unsafe { (p as *const [T; N]).read() }
+}
+
+pub unsafe fn store_16b<T: Copy, const N: usize>(p: *mut T, v: [T; N]) {
+    // SAFETY: the caller checked bounds and alignment.
+    unsafe { (p as *mut [T; N]).write(v) }
+}
+
+pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
+    // SAFETY: the caller checked bounds; f32 and AtomicU32 have the same size and alignment.
+    let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
+    let old = a
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f32::from_bits(bits) + v).to_bits()))
+        .expect("the update always succeeds");
+    f32::from_bits(old)
+}
+
+pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
+    // SAFETY: the caller checked bounds.
+    unsafe { AtomicU32::from_ptr(p) }.fetch_add(v, Ordering::Relaxed)
+}
+
+#[track_caller]
+fn shared_access<T>(offset: u32, len: u32, i: u32, write: bool) -> u32 {
+    let t = current();
+    let block = t.block();
+    let size = size_of::<T>() as u32;
+    let at = Location::caller();
+    let byte = (i as u64) * size as u64 + offset as u64;
+    if i >= len || byte + size as u64 > block.shared.size() as u64 {
+        fault(FaultKind::SharedOutOfBounds { write, index: i, len, offset, shared_bytes: block.shared.size(), at });
+    }
+    let byte = byte as u32;
+    if byte % align_of::<T>() as u32 != 0 {
+        fault(FaultKind::Misaligned { addr: byte as usize, align: align_of::<T>(), at });
+    }
+    if let Err(k) = block.shared.track(t, block, byte, size, write, at) {
+        fault(k);
+    }
+    byte
+}
+
+#[track_caller]
+pub fn shared_load<T: Copy>(offset: u32, len: u32, i: u32) -> T {
+    let byte = shared_access::<T>(offset, len, i, false);
+    current().block().shared.read(byte)
+}
+
+#[track_caller]
+pub fn shared_store<T: Copy>(offset: u32, len: u32, i: u32, v: T) {
+    let byte = shared_access::<T>(offset, len, i, true);
+    current().block().shared.write(byte, v)
+}
+
+#[track_caller]
+fn warp_collective(op: WarpOp, mask: u32, value: u32, arg: u32) -> u32 {
+    let t = current();
+    let block = t.block();
+    block.posts.borrow_mut()[t.linear as usize] = Some(Post { op, mask, value, arg, at: Location::caller() });
+    t.state.set(State::Warp);
+    t.suspend();
+    block.results[t.linear as usize].get()
+}
+
+#[track_caller]
+pub fn shfl_sync(mode: ShflMode, mask: u32, v: u32, arg: u32) -> u32 {
+    warp_collective(WarpOp::Shfl(mode), mask, v, arg)
+}
+
+#[track_caller]
+pub fn vote_sync(mode: VoteMode, mask: u32, pred: bool) -> u32 {
+    warp_collective(WarpOp::Vote(mode), mask, pred as u32, 0)
+}
+
+#[track_caller]
+pub fn sync_warp(mask: u32) {
+    warp_collective(WarpOp::Sync, mask, 0, 0);
+}
+
+pub fn exp2_approx(x: f32) -> f32 {
+    x.exp2()
+}
+pub fn rsqrt_approx(x: f32) -> f32 {
+    1.0 / x.sqrt()
+}
+pub fn sqrt_rn(x: f32) -> f32 {
+    x.sqrt()
+}
+pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
+}

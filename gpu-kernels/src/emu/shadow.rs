@@ -1,0 +1,156 @@
+//! A block's shared memory and its shadow: who wrote and read each 2-byte granule, and when.
+//!
+//! Happens-before is tracked with two clocks: the block's barrier epoch, and each warp's
+//! `sync_warp` epoch. An earlier access by thread `a` is ordered before a later access by
+//! thread `b` when `a == b`, or a block barrier completed in between, or both are lanes of
+//! one warp and a `sync_warp` of that warp completed in between. Anything else that involves
+//! a write is a race. Each granule remembers its last writer and its two most recent distinct
+//! readers: enough to catch every write-write and read-write race between two threads, at
+//! the cost of possibly missing a third, older reader.
+
+use super::block::{BlockCtx, ThreadCtx};
+use super::{Access, FaultKind, Loc};
+use std::cell::RefCell;
+
+/// Race and init tracking granularity in bytes: f16/bf16 elements are the smallest shared type.
+const GRANULE: u32 = 2;
+const NOBODY: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Stamp {
+    thread: u32,
+    barrier_epoch: u32,
+    warp_epoch: u32,
+    at: Option<Loc>,
+}
+
+const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, at: None };
+
+#[derive(Clone, Copy)]
+struct Granule {
+    written: bool,
+    write: Stamp,
+    read: Stamp,
+    read2: Stamp,
+}
+
+pub(crate) struct SharedMem {
+    size: u32,
+    /// The first read of never-written bytes in this barrier interval. It is reported when the
+    /// interval ends (at the next barrier or the block's end) unless a write by another
+    /// thread in the same interval turns it into a race first: a thread that runs ahead of a
+    /// writer it does not wait for reads stale bytes, and that is the bug to name.
+    pending_uninit: std::cell::Cell<Option<(u32, Stamp)>>,
+    bytes: RefCell<Vec<u8>>,
+    shadow: RefCell<Vec<Granule>>,
+}
+
+impl SharedMem {
+    pub fn new(size: u32) -> Self {
+        SharedMem {
+            size,
+            pending_uninit: std::cell::Cell::new(None),
+            // 0xFF bytes read as NaN in every float type: an unchecked uninitialized read poisons.
+            bytes: RefCell::new(vec![0xFF; size as usize]),
+            shadow: RefCell::new(vec![
+                Granule { written: false, write: EMPTY, read: EMPTY, read2: EMPTY };
+                size.div_ceil(GRANULE) as usize
+            ]),
+        }
+    }
+
+    fn stamp(t: &ThreadCtx, block: &BlockCtx, at: Loc) -> Stamp {
+        Stamp {
+            thread: t.linear,
+            barrier_epoch: block.barrier_epoch.get(),
+            warp_epoch: block.warp_epoch[t.warp() as usize].get(),
+            at: Some(at),
+        }
+    }
+
+    /// Is the earlier access `s` ordered before `now` (by the same or another thread)?
+    fn ordered(s: &Stamp, now: &Stamp) -> bool {
+        s.thread == NOBODY
+            || s.thread == now.thread
+            || s.barrier_epoch < now.barrier_epoch
+            || (s.thread / 32 == now.thread / 32 && s.warp_epoch < now.warp_epoch)
+    }
+
+    fn race(block: &BlockCtx, offset: u32, prior: &Stamp, prior_write: bool, now: &Stamp, now_write: bool) -> FaultKind {
+        FaultKind::SharedRace {
+            offset,
+            first: Access {
+                thread: block.thread_dim3(prior.thread),
+                write: prior_write,
+                at: prior.at.expect("recorded accesses have a location"),
+            },
+            second: Access {
+                thread: block.thread_dim3(now.thread),
+                write: now_write,
+                at: now.at.expect("set"),
+            },
+        }
+    }
+
+    /// Checks and records an access of `size` bytes at `offset` (already bounds-checked).
+    pub fn track(&self, t: &ThreadCtx, block: &BlockCtx, offset: u32, size: u32, write: bool, at: Loc) -> Result<(), FaultKind> {
+        let now = Self::stamp(t, block, at);
+        let mut shadow = self.shadow.borrow_mut();
+        let first = offset / GRANULE;
+        let last = (offset + size).div_ceil(GRANULE);
+        for g in first..last {
+            let gr = &mut shadow[g as usize];
+            let byte = g * GRANULE;
+            if write {
+                if !Self::ordered(&gr.write, &now) {
+                    return Err(Self::race(block, byte, &gr.write, true, &now, true));
+                }
+                for r in [gr.read, gr.read2] {
+                    if !Self::ordered(&r, &now) {
+                        return Err(Self::race(block, byte, &r, false, &now, true));
+                    }
+                }
+                gr.write = now;
+                gr.written = true;
+            } else {
+                if !gr.written && self.pending_uninit.get().is_none() {
+                    self.pending_uninit.set(Some((byte, now)));
+                }
+                if !Self::ordered(&gr.write, &now) {
+                    return Err(Self::race(block, byte, &gr.write, true, &now, false));
+                }
+                if gr.read.thread != now.thread {
+                    gr.read2 = gr.read;
+                }
+                gr.read = now;
+            }
+        }
+        Ok(())
+    }
+
+    /// The uninitialized read of the interval that just ended, if any: (reader, error).
+    pub fn take_uninit_read(&self, block: &BlockCtx) -> Option<(crate::Dim3, FaultKind)> {
+        self.pending_uninit.take().map(|(offset, s)| {
+            (block.thread_dim3(s.thread), FaultKind::UninitSharedRead { offset, at: s.at.expect("recorded") })
+        })
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    pub fn read<T: Copy>(&self, offset: u32) -> T {
+        let bytes = self.bytes.borrow();
+        let src = &bytes[offset as usize..offset as usize + size_of::<T>()];
+        // SAFETY: `src` has exactly size_of::<T>() bytes; T is a plain Copy value type, and every
+        // bit pattern of the element types stored in shared memory is valid.
+        unsafe { std::ptr::read_unaligned(src.as_ptr() as *const T) }
+    }
+
+    pub fn write<T: Copy>(&self, offset: u32, v: T) {
+        let mut bytes = self.bytes.borrow_mut();
+        let dst = &mut bytes[offset as usize..offset as usize + size_of::<T>()];
+        // SAFETY: `dst` has exactly size_of::<T>() bytes.
+        unsafe { std::ptr::write_unaligned(dst.as_mut_ptr() as *mut T, v) }
+    }
+}

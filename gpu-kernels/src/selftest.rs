@@ -1,0 +1,147 @@
+//! Deliberately broken kernels, each with a correct twin, that prove the emulator's checks.
+//!
+//! Each pair shares one body with a `BROKEN` switch, so the twins differ only in the bug.
+//! Every kernel runs one block row of [`SELFTEST_BLOCK`] threads over `input` (length n) and
+//! writes `out` (length n); `tests/emulator.rs` asserts the emulator rejects each `bug_*` kernel
+//! with the right error and accepts each `ok_*` kernel with the right answer.
+
+use crate::device::thread::{grid_threads_1d, index_1d, sync_threads, thread_idx_x};
+use crate::elementwise::ElementwiseParams;
+use crate::device::warp::{self, FULL_MASK, lane_id};
+use crate::device::{Global, GlobalMut, Shared};
+
+/// Threads per block in every self-test kernel (two warps).
+pub const SELFTEST_BLOCK: u32 = 64;
+/// Dynamic shared bytes every self-test kernel uses: one f32 per thread.
+pub const SELFTEST_SHARED_BYTES: u32 = Shared::<f32>::bytes(SELFTEST_BLOCK);
+const TILE: Shared<f32> = Shared::at(0, SELFTEST_BLOCK);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SelftestParams {
+    pub input: Global<f32>,
+    pub out: GlobalMut<f32>,
+}
+
+/// out[i] = 2 * in[i]. The bug: no `i < n` guard, and the grid has more threads than n.
+#[inline(always)]
+pub fn oob<const BROKEN: bool>(p: SelftestParams) {
+    let i = index_1d();
+    if BROKEN || i < p.out.len() {
+        p.out.store(i, 2.0 * p.input.load(i));
+    }
+}
+
+/// out[i] = in[i+1 within the block]. The bug: the neighbour's value is read from shared memory
+/// with no barrier after it was written.
+#[inline(always)]
+pub fn race<const BROKEN: bool>(p: SelftestParams) {
+    let t = thread_idx_x();
+    let i = index_1d();
+    TILE.store(t, p.input.load(i));
+    if !BROKEN {
+        sync_threads();
+    }
+    p.out.store(i, TILE.load((t + 1) % SELFTEST_BLOCK));
+}
+
+/// out[i] = in[i]. The bug: only the first half-warp reaches the barrier.
+#[inline(always)]
+pub fn barrier<const BROKEN: bool>(p: SelftestParams) {
+    let t = thread_idx_x();
+    let i = index_1d();
+    TILE.store(t, p.input.load(i));
+    if !BROKEN || t < 16 {
+        sync_threads();
+    }
+    p.out.store(i, TILE.load(t));
+}
+
+/// out[i] = in[i]. The bug: odd threads never write their shared slot, then read it.
+#[inline(always)]
+pub fn uninit<const BROKEN: bool>(p: SelftestParams) {
+    let t = thread_idx_x();
+    let i = index_1d();
+    if !BROKEN || t % 2 == 0 {
+        TILE.store(t, p.input.load(i));
+    }
+    sync_threads();
+    p.out.store(i, TILE.load(t));
+}
+
+/// out[i] = sum of the 32 inputs of i's warp. The bug: lane 31 returns early, so a
+/// full-mask shuffle waits for a lane that exited.
+#[inline(always)]
+pub fn warp_exit<const BROKEN: bool>(p: SelftestParams) {
+    let i = index_1d();
+    if BROKEN && lane_id() == 31 {
+        return;
+    }
+    let s = warp::reduce_sum_f32(p.input.load(i));
+    p.out.store(i, s);
+}
+
+/// out[i] = in[i ^ 1] through shared memory. The bug: no `sync_warp` between the write and
+/// the partner lane's read.
+#[inline(always)]
+pub fn warp_race<const BROKEN: bool>(p: SelftestParams) {
+    let t = thread_idx_x();
+    let i = index_1d();
+    TILE.store(t, p.input.load(i));
+    if !BROKEN {
+        warp::sync_warp(FULL_MASK);
+    }
+    p.out.store(i, TILE.load(t ^ 1));
+}
+
+/// Scale without its scalar tail: on the vectorized path the last `n % 4` elements are never
+/// written. The harness must reject it (poison left in the output).
+#[inline(always)]
+pub fn scale_no_tail(p: ElementwiseParams<f32>) {
+    let chunks = p.out.len() / 4;
+    let mut c = index_1d();
+    while c < chunks {
+        let mut v = p.a.load_chunk::<4>(c);
+        for x in v.iter_mut() {
+            *x *= p.alpha;
+        }
+        p.out.store_chunk::<4>(c, v);
+        c += grid_threads_1d();
+    }
+    if p.vectorized == 0 {
+        let mut i = index_1d();
+        while i < p.out.len() {
+            p.out.store(i, p.alpha * p.a.load(i));
+            i += grid_threads_1d();
+        }
+    }
+}
+
+/// Scale that rounds its f32 result through bf16: right shape, wrong precision. The harness
+/// must reject it (errors of 2^-9 relative against an f32 tolerance of about 2^-23).
+#[inline(always)]
+pub fn scale_bf16_math(p: ElementwiseParams<f32>) {
+    let mut i = index_1d();
+    while i < p.out.len() {
+        let v: half::bf16 = crate::Element::from_f32(p.alpha * p.a.load(i));
+        p.out.store(i, crate::Element::to_f32(v));
+        i += grid_threads_1d();
+    }
+}
+
+crate::kernels! {
+    BUG_SCALE_NO_TAIL = bug_scale_no_tail(ElementwiseParams<f32>) => scale_no_tail;
+    BUG_SCALE_BF16_MATH = bug_scale_bf16_math(ElementwiseParams<f32>) => scale_bf16_math;
+    BUG_OOB = bug_oob(SelftestParams) => oob::<true>;
+    OK_OOB = ok_oob(SelftestParams) => oob::<false>;
+    BUG_RACE = bug_race(SelftestParams) => race::<true>;
+    OK_RACE = ok_race(SelftestParams) => race::<false>;
+    BUG_BARRIER = bug_barrier(SelftestParams) => barrier::<true>;
+    OK_BARRIER = ok_barrier(SelftestParams) => barrier::<false>;
+    BUG_UNINIT = bug_uninit(SelftestParams) => uninit::<true>;
+    OK_UNINIT = ok_uninit(SelftestParams) => uninit::<false>;
+    BUG_WARP_EXIT = bug_warp_exit(SelftestParams) => warp_exit::<true>;
+    OK_WARP_EXIT = ok_warp_exit(SelftestParams) => warp_exit::<false>;
+    BUG_WARP_RACE = bug_warp_race(SelftestParams) => warp_race::<true>;
+    OK_WARP_RACE = ok_warp_race(SelftestParams) => warp_race::<false>;
+}

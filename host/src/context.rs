@@ -1,0 +1,247 @@
+//! The Context: one handle over the GPU or the emulator, chosen at creation.
+
+use crate::buffer::{BufMut, BufRef, DeviceBuffer, Scalar};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use gpu_kernels::KernelDef;
+use gpu_kernels::emu::{self, LaunchConfig};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Which backend to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The GPU when one is usable, the emulator otherwise.
+    #[default]
+    Auto,
+    /// The GPU, or an error saying why not.
+    Gpu,
+    /// The CPU emulator.
+    Emulator,
+}
+
+impl FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "gpu" => Ok(BackendChoice::Gpu),
+            "emulator" | "emu" => Ok(BackendChoice::Emulator),
+            other => Err(format!("unknown backend `{other}`: use auto, gpu or emulator")),
+        }
+    }
+}
+
+impl BackendChoice {
+    /// Reads `FERROKERN_BACKEND` (auto when unset).
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(crate::BACKEND_ENV) {
+            Ok(v) if !v.is_empty() => v.parse().map_err(|m| Error::invalid("FERROKERN_BACKEND", m)),
+            _ => Ok(BackendChoice::Auto),
+        }
+    }
+}
+
+/// The backend a Context runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Gpu,
+    Emulator,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Gpu => "gpu",
+            Backend::Emulator => "emulator",
+        })
+    }
+}
+
+/// What the GPU reports about itself.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub major: i32,
+    pub minor: i32,
+    pub sm_count: i32,
+    pub total_memory: usize,
+    /// SM clock, kHz.
+    pub clock_khz: i32,
+    /// Memory clock, kHz.
+    pub memory_clock_khz: i32,
+    pub memory_bus_bits: i32,
+    /// The driver's CUDA version, e.g. 13000 for 13.0.
+    pub driver_version: i32,
+    /// Largest dynamic shared memory per block after opt-in, bytes.
+    pub max_shared_optin: u32,
+    /// The embedded PTX architecture loaded for this device.
+    pub ptx_arch: &'static str,
+}
+
+/// A handle to a backend. Cloning is cheap and shares the backend.
+///
+/// `Context` is `Send` and `Sync`: launches from several threads are serialized on its one
+/// stream (GPU) or run one after another (emulator).
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub id: u64,
+    pub gpu: Option<Gpu>,
+    /// Set by the first device fault; returned by every later call.
+    pub fault: Mutex<Option<Error>>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Context {
+    /// Opens a backend. `ptx` is the embedded (arch, PTX) table, oldest arch first; the GPU
+    /// backend loads the newest one the device supports.
+    pub fn new(choice: BackendChoice, ptx: &'static [(&'static str, &'static str)]) -> Result<Self> {
+        let gpu = match choice {
+            BackendChoice::Emulator => None,
+            BackendChoice::Gpu => Some(Gpu::open(ptx)?),
+            BackendChoice::Auto => match Gpu::open(ptx) {
+                Ok(g) => Some(g),
+                Err(Error::NoDevice { .. }) | Err(Error::UnsupportedDevice { .. }) => None,
+                Err(e) => return Err(e),
+            },
+        };
+        Ok(Context {
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Mutex::new(None) }),
+        })
+    }
+
+    /// The CPU emulator, which is always available.
+    pub fn emulator() -> Self {
+        Context {
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Mutex::new(None) }),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        if self.inner.gpu.is_some() { Backend::Gpu } else { Backend::Emulator }
+    }
+
+    /// The GPU's properties; `None` on the emulator.
+    pub fn device_info(&self) -> Option<&DeviceInfo> {
+        self.inner.gpu.as_ref().map(|g| &g.info)
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    pub(crate) fn gpu(&self) -> Option<&Gpu> {
+        self.inner.gpu.as_ref()
+    }
+
+    /// Returns the context's sticky fault, if a kernel faulted earlier.
+    pub fn check_healthy(&self) -> Result<()> {
+        match &*self.inner.fault.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `e` as the sticky fault when it is one, and returns it.
+    pub(crate) fn note(&self, e: Error) -> Error {
+        if let Error::DeviceFault { .. } = e {
+            let mut f = self.inner.fault.lock().unwrap_or_else(|p| p.into_inner());
+            if f.is_none() {
+                *f = Some(e.clone());
+            }
+            return f.clone().expect("set above");
+        }
+        e
+    }
+
+    /// Allocates `len` elements. GPU memory is uninitialized; emulator memory is 0xFF bytes.
+    pub fn alloc<T: Scalar>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.check_healthy()?;
+        DeviceBuffer::new(self, len)
+    }
+
+    /// Allocates and fills a buffer from host data.
+    pub fn upload<T: Scalar>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc::<T>(data.len())?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    /// Largest dynamic shared memory a launch may ask for on this backend.
+    pub fn max_shared_bytes(&self) -> u32 {
+        match self.gpu() {
+            Some(g) => g.info.max_shared_optin,
+            None => emu::MAX_SHARED_BYTES,
+        }
+    }
+
+    /// Launches `def` on this backend. Checks the launch shape against the hardware limits
+    /// first; on the GPU the launch is asynchronous (errors of the kernel itself surface at the
+    /// next synchronizing call, naming the kernel), on the emulator it completes before return.
+    pub fn launch<P: Copy + Send + Sync + 'static>(&self, def: &KernelDef<P>, cfg: LaunchConfig, params: P) -> Result<()> {
+        self.check_healthy()?;
+        emu::check_launch(&cfg).map_err(|m| Error::invalid(def.name, m))?;
+        if cfg.shared_bytes > self.max_shared_bytes() {
+            return Err(Error::invalid(
+                def.name,
+                format!("{} bytes of dynamic shared memory exceed this device's {} per block", cfg.shared_bytes, self.max_shared_bytes()),
+            ));
+        }
+        match self.gpu() {
+            Some(g) => g.launch(def.name, cfg, params).map_err(|e| self.note(e)),
+            None => emu::launch(def, &cfg, params).map(|_| ()).map_err(Error::from),
+        }
+    }
+
+    /// Waits for all launched work; surfaces a kernel fault as [`Error::DeviceFault`].
+    pub fn synchronize(&self) -> Result<()> {
+        self.check_healthy()?;
+        match self.gpu() {
+            Some(g) => g.synchronize().map_err(|e| self.note(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies `src` into `dst` (equal lengths) on the device: the baseline that memory-bound
+    /// kernels are measured against.
+    pub fn copy<T: Scalar>(&self, src: BufRef<'_, T>, mut dst: BufMut<'_, T>) -> Result<()> {
+        src.check_context(self, "copy")?;
+        dst.check_context(self, "copy")?;
+        if src.len() != dst.len() {
+            return Err(Error::invalid("copy", format!("source has {} elements, destination {}", src.len(), dst.len())));
+        }
+        let bytes = src.len() * T::DTYPE.size();
+        if bytes == 0 {
+            return Ok(());
+        }
+        match self.gpu() {
+            Some(g) => g.copy_d2d(dst.addr(), src.addr(), bytes).map_err(|e| self.note(e)),
+            None => {
+                let host = src.to_host()?;
+                dst.copy_from_host(&host)
+            }
+        }
+    }
+
+    /// GPU only: runs `f` `warmup` times, then `reps` timed runs (CUDA events around each),
+    /// flushing L2 before each timed run when `flush_l2` (a memset of twice the L2 size,
+    /// untimed) so that small inputs are not served from cache. Returns milliseconds per run.
+    pub fn time_runs(&self, warmup: usize, reps: usize, flush_l2: bool, f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+        self.check_healthy()?;
+        let Some(g) = self.gpu() else {
+            return Err(Error::invalid("time_runs", "timing needs the GPU backend; the emulator does not model time"));
+        };
+        let flush = if flush_l2 { Some(self.alloc::<u8>(2 * g.l2_bytes())?) } else { None };
+        let between = || match &flush {
+            Some(b) => g.memset(b.as_view().addr(), 0, b.len()),
+            None => Ok(()),
+        };
+        g.time_runs(warmup, reps, between, f).map_err(|e| self.note(e))
+    }
+}

@@ -1,0 +1,201 @@
+//! The GPU backend on `cust`: context, module from the embedded PTX, one stream, launches.
+
+use crate::context::DeviceInfo;
+use crate::error::{Error, Result, is_sticky};
+use cust::context::{Context as CuContext, CurrentContext};
+use cust::device::{Device, DeviceAttribute};
+use cust::error::CudaError;
+use cust::module::Module;
+use cust::stream::{Stream, StreamFlags};
+use gpu_kernels::emu::LaunchConfig;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+/// Above this, a kernel must opt in to more dynamic shared memory (CUDA's static limit).
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+pub(crate) struct Gpu {
+    pub info: DeviceInfo,
+    // Field order matters for drop: stream and module before the context.
+    stream: Stream,
+    module: Module,
+    ctx: CuContext,
+    /// The most recent kernel launched, to name it when a later sync reports a fault.
+    last_kernel: Mutex<&'static str>,
+}
+
+fn cuda(call: &'static str) -> impl Fn(CudaError) -> Error {
+    move |code| match code {
+        CudaError::OutOfMemory => Error::OutOfMemory { bytes: 0 },
+        code => Error::Cuda { call, code },
+    }
+}
+
+/// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, which cust 0.3's safe enum lacks.
+fn shared_optin(device: &Device) -> Option<u32> {
+    let mut v = 0i32;
+    let attr = cust::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+    // SAFETY: writes one i32 for a valid device handle.
+    let r = unsafe { cust::sys::cuDeviceGetAttribute(&mut v, attr, device.as_raw()) };
+    (r == cust::sys::cudaError_enum::CUDA_SUCCESS && v > 0).then_some(v as u32)
+}
+
+impl Gpu {
+    pub fn open(ptx: &'static [(&'static str, &'static str)]) -> Result<Gpu> {
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        let count = Device::num_devices().map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        if count == 0 {
+            return Err(Error::NoDevice { reason: "the driver reports 0 devices".into() });
+        }
+        let device = Device::get_device(0).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        let attr = |a| device.get_attribute(a).map_err(cuda("cuDeviceGetAttribute"));
+        let name = device.name().map_err(cuda("cuDeviceGetName"))?;
+        let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
+        let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
+        let cc = major * 10 + minor;
+        // The newest embedded arch that the device can run.
+        let (arch, text) = ptx
+            .iter()
+            .rev()
+            .find(|(a, _)| a.trim_start_matches("sm_").trim_end_matches('a').parse::<i32>().is_ok_and(|n| n <= cc && !a.ends_with('a')))
+            .copied()
+            .ok_or(Error::UnsupportedDevice { device: name.clone(), major, minor })?;
+        let ctx = CuContext::new(device).map_err(cuda("cuCtxCreate"))?;
+        CurrentContext::set_current(&ctx).map_err(cuda("cuCtxSetCurrent"))?;
+        let module = Module::from_ptx(text, &[]).map_err(|code| Error::ModuleLoad { arch, code })?;
+        // A blocking stream: ordered with the legacy stream that cust's synchronous copies use.
+        let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cuda("cuStreamCreate"))?;
+        let info = DeviceInfo {
+            name,
+            major,
+            minor,
+            sm_count: attr(DeviceAttribute::MultiprocessorCount)?,
+            total_memory: device.total_memory().map_err(cuda("cuDeviceTotalMem"))?,
+            clock_khz: attr(DeviceAttribute::ClockRate)?,
+            memory_clock_khz: attr(DeviceAttribute::MemoryClockRate)?,
+            memory_bus_bits: attr(DeviceAttribute::GlobalMemoryBusWidth)?,
+            driver_version: cust::CudaApiVersion::get().map(|v| v.major() * 1000 + v.minor() * 10).unwrap_or(0),
+            max_shared_optin: shared_optin(&device).unwrap_or(DEFAULT_SHARED_LIMIT),
+            ptx_arch: arch,
+        };
+        Ok(Gpu { info, stream, module, ctx, last_kernel: Mutex::new("(none)") })
+    }
+
+    /// Makes this context current on the calling thread (CUDA contexts are per thread).
+    pub fn enter(&self) -> Result<()> {
+        CurrentContext::set_current(&self.ctx).map_err(cuda("cuCtxSetCurrent"))
+    }
+
+    fn fault_or(&self, call: &'static str, code: CudaError) -> Error {
+        if is_sticky(code) {
+            let kernel = *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
+            Error::DeviceFault { kernel, code }
+        } else {
+            cuda(call)(code)
+        }
+    }
+
+    pub fn launch<P: Copy>(&self, name: &'static str, cfg: LaunchConfig, params: P) -> Result<()> {
+        self.enter()?;
+        let func = self.module.get_function(name).map_err(|code| Error::Cuda { call: "cuModuleGetFunction", code })?;
+        if cfg.shared_bytes > DEFAULT_SHARED_LIMIT {
+            // SAFETY: a plain attribute set on a valid function handle; the size was checked
+            // against the device's opt-in limit by Context::launch.
+            let r = unsafe {
+                cust::sys::cuFuncSetAttribute(
+                    func.to_raw(),
+                    cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    cfg.shared_bytes as i32,
+                )
+            };
+            if r != cust::sys::cudaError_enum::CUDA_SUCCESS {
+                return Err(Error::invalid(name, format!("the driver refused {} bytes of dynamic shared memory ({r:?})", cfg.shared_bytes)));
+            }
+        }
+        *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner()) = name;
+        let mut p = params;
+        let args = [&mut p as *mut P as *mut c_void];
+        let g = cfg.grid;
+        let b = cfg.block;
+        // SAFETY: `P` is the kernel's own #[repr(C)] parameter struct (KernelDef<P> ties the
+        // type to the entry point), passed by value as its single `.param`; the views inside it
+        // were made by the op's launcher from live buffers of this context, whose sizes it checked.
+        unsafe { self.stream.launch(&func, (g.x, g.y, g.z), (b.x, b.y, b.z), cfg.shared_bytes, &args) }
+            .map_err(|code| self.fault_or("cuLaunchKernel", code))
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.enter()?;
+        self.stream.synchronize().map_err(|code| self.fault_or("cuStreamSynchronize", code))
+    }
+
+    pub fn map_err(&self, call: &'static str) -> impl Fn(CudaError) -> Error + '_ {
+        move |code| self.fault_or(call, code)
+    }
+}
+
+impl Gpu {
+    /// Copies `bytes` from `src` to `dst` (device addresses) on the stream.
+    pub fn copy_d2d(&self, dst: usize, src: usize, bytes: usize) -> Result<()> {
+        use cust::memory::{AsyncCopyDestination, DevicePointer, DeviceSlice};
+        self.enter()?;
+        // SAFETY: both ranges come from views of live buffers of this context (checked by the
+        // caller), each at least `bytes` long; the copy is ordered on this context's stream.
+        unsafe {
+            let mut d = DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
+            let s = DeviceSlice::<u8>::from_raw_parts(DevicePointer::from_raw(src as u64), bytes);
+            d.async_copy_from(&s, &self.stream)
+        }
+        .map_err(self.map_err("cuMemcpyDtoDAsync"))
+    }
+
+    /// Sets `bytes` bytes at device address `dst` to `value` on the stream.
+    pub fn memset(&self, dst: usize, value: u8, bytes: usize) -> Result<()> {
+        use cust::memory::{DevicePointer, DeviceSlice};
+        self.enter()?;
+        // SAFETY: the range comes from a live buffer of this context, `bytes` long.
+        unsafe {
+            let mut d = DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
+            d.set_8_async(value, &self.stream)
+        }
+        .map_err(self.map_err("cuMemsetD8Async"))
+    }
+
+    /// Runs `f` `warmup` times, then `reps` times between two events each, calling `between`
+    /// (untimed) before each timed run. Returns each timed run's milliseconds.
+    pub fn time_runs(
+        &self,
+        warmup: usize,
+        reps: usize,
+        mut between: impl FnMut() -> Result<()>,
+        mut f: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f64>> {
+        use cust::event::{Event, EventFlags};
+        self.enter()?;
+        for _ in 0..warmup {
+            f()?;
+        }
+        let ev = |_| Event::new(EventFlags::DEFAULT).map_err(cuda("cuEventCreate"));
+        let starts: Vec<Event> = (0..reps).map(ev).collect::<Result<_>>()?;
+        let ends: Vec<Event> = (0..reps).map(ev).collect::<Result<_>>()?;
+        for i in 0..reps {
+            between()?;
+            starts[i].record(&self.stream).map_err(self.map_err("cuEventRecord"))?;
+            f()?;
+            ends[i].record(&self.stream).map_err(self.map_err("cuEventRecord"))?;
+        }
+        self.synchronize()?;
+        (0..reps)
+            .map(|i| ends[i].elapsed_time_f32(&starts[i]).map(|ms| ms as f64).map_err(self.map_err("cuEventElapsedTime")))
+            .collect()
+    }
+
+    /// L2 size in bytes, for sizing the flush buffer.
+    pub fn l2_bytes(&self) -> usize {
+        Device::get_device(0)
+            .and_then(|d| d.get_attribute(DeviceAttribute::L2CacheSize))
+            .map(|v| v.max(0) as usize)
+            .unwrap_or(64 << 20)
+    }
+}
+

@@ -1,0 +1,166 @@
+//! The correctness harness shared by tests, `ferrokern verify` and the bench's sweep:
+//! guarded and poisoned outputs, and comparison with a reference under an error bound.
+//!
+//! Per element, `|got - want| <= bound + u_out |want| + tiny` passes, where `bound` is the
+//! kernel's own arithmetic error (from [`crate::reference`]), `u_out` the output type's unit
+//! roundoff and `tiny` half its subnormal spacing. NaN passes only where the reference is
+//! NaN; an infinite result passes only where the reference, rounded to the output type, is the
+//! same infinity. An element still holding the poison pattern was never written.
+
+use crate::{BufMut, Context, DeviceBuffer, Float, Result};
+use std::fmt;
+
+/// Bytes of guard region on each side of a checked output.
+pub const GUARD_BYTES: usize = 4096;
+
+/// An output buffer with NaN guard regions on both sides, the output itself poisoned.
+pub struct Guarded<T: Float> {
+    buf: DeviceBuffer<T>,
+    guard: usize,
+    len: usize,
+}
+
+impl<T: Float> Guarded<T> {
+    fn guard_elems() -> usize {
+        GUARD_BYTES / size_of::<T>()
+    }
+
+    /// `len` poisoned elements between two guard regions.
+    pub fn poisoned(ctx: &Context, len: usize) -> Result<Self> {
+        let g = Self::guard_elems();
+        let mut host = vec![T::from_bits32(T::GUARD_BITS); len + 2 * g];
+        host[g..g + len].fill(T::from_bits32(T::POISON_BITS));
+        Ok(Guarded { buf: ctx.upload(&host)?, guard: g, len })
+    }
+
+    /// `data` between two guard regions (an in/out operand such as axpy's y).
+    pub fn with_data(ctx: &Context, data: &[T]) -> Result<Self> {
+        let g = Self::guard_elems();
+        let mut host = vec![T::from_bits32(T::GUARD_BITS); data.len() + 2 * g];
+        host[g..g + data.len()].copy_from_slice(data);
+        Ok(Guarded { buf: ctx.upload(&host)?, guard: g, len: data.len() })
+    }
+
+    /// The output view handed to the op.
+    pub fn view_mut(&mut self) -> BufMut<'_, T> {
+        let (g, n) = (self.guard, self.len);
+        self.buf.view_mut(g..g + n).expect("in range by construction")
+    }
+
+    /// Downloads the output and checks that both guard regions are untouched.
+    pub fn finish(&self) -> Result<(Vec<T>, Option<GuardViolation>)> {
+        let all = self.buf.to_host()?;
+        let (g, n) = (self.guard, self.len);
+        let bad = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < g || *i >= g + n)
+            .find(|(_, v)| v.to_bits32() != T::GUARD_BITS)
+            .map(|(i, v)| GuardViolation { offset: i as isize - g as isize, value: v.to_f64() });
+        Ok((all[g..g + n].to_vec(), bad))
+    }
+}
+
+/// A write into a guard region: `offset` is relative to the output's first element
+/// (negative: before it; `>= len`: after it).
+#[derive(Clone, Copy, Debug)]
+pub struct GuardViolation {
+    pub offset: isize,
+    pub value: f64,
+}
+
+/// The first element that failed, and why.
+#[derive(Clone, Debug)]
+pub struct Mismatch {
+    pub index: usize,
+    pub got: f64,
+    pub want: f64,
+    pub tol: f64,
+    pub reason: &'static str,
+}
+
+/// The outcome of one checked run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub elements: usize,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    /// Largest `|err| / tol` seen: how close the run came to failing (1.0 = at the limit).
+    pub max_err_over_tol: f64,
+    pub first_bad: Option<Mismatch>,
+    pub guard: Option<GuardViolation>,
+    /// How the tolerance was formed, for the report line.
+    pub tol: String,
+    /// Mismatching elements in all.
+    pub bad_count: usize,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.first_bad.is_none() && self.guard.is_none()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stats = format!(
+            "max_abs_err={:.3e} max_rel_err={:.3e} tol={}",
+            self.max_abs_err, self.max_rel_err, self.tol
+        );
+        if self.passed() {
+            return write!(f, "PASS {stats}");
+        }
+        write!(f, "FAIL")?;
+        if let Some(m) = &self.first_bad {
+            write!(
+                f,
+                " first_bad_index={} got={:e} want={:e} tol={:.3e} ({}; {} of {} elements bad)",
+                m.index, m.got, m.want, m.tol, m.reason, self.bad_count, self.elements
+            )?;
+        }
+        if let Some(gv) = &self.guard {
+            write!(f, " guard_written_at_offset={} value={:e}", gv.offset, gv.value)?;
+        }
+        write!(f, " {stats}")
+    }
+}
+
+/// Compares `got` with `want`, element by element, allowing `bound[i]` of arithmetic error.
+pub fn compare<T: Float>(got: &[T], want: &[f64], bound: &[f64], guard: Option<GuardViolation>) -> Report {
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got.len(), bound.len());
+    let mut r = Report {
+        elements: got.len(),
+        guard,
+        tol: format!("bound+{:.1e}*|ref|+{:.1e} ({})", T::UNIT_ROUNDOFF, T::TINY, T::NAME),
+        ..Report::default()
+    };
+    for (i, ((&g, &w), &b)) in got.iter().zip(want).zip(bound).enumerate() {
+        let gv = g.to_f64();
+        let tol = b + T::UNIT_ROUNDOFF * w.abs() + T::TINY;
+        let bad = if g.to_bits32() == T::POISON_BITS {
+            Some("not written: still poison")
+        } else if w.is_nan() {
+            (!gv.is_nan()).then_some("reference is NaN")
+        } else if gv.is_nan() {
+            Some("NaN where the reference is a number")
+        } else if T::from_f64(w).to_f64().is_infinite() || gv.is_infinite() {
+            (T::from_f64(w).to_f64() != gv).then_some("infinity mismatch")
+        } else {
+            let err = (gv - w).abs();
+            r.max_abs_err = r.max_abs_err.max(err);
+            if w != 0.0 {
+                r.max_rel_err = r.max_rel_err.max(err / w.abs());
+            }
+            r.max_err_over_tol = r.max_err_over_tol.max(err / tol);
+            (err > tol).then_some("outside tolerance")
+        };
+        if let Some(reason) = bad {
+            r.bad_count += 1;
+            if r.first_bad.is_none() {
+                r.first_bad = Some(Mismatch { index: i, got: gv, want: w, tol, reason });
+            }
+        }
+    }
+    r
+}

@@ -1,0 +1,107 @@
+//! The floating-point storage types ferrokern's kernels take: f32, f16, bf16.
+
+use crate::{DType, Scalar};
+use gpu_kernels::Element;
+use gpu_kernels::elementwise::{self as ew, ElementwiseParams};
+use gpu_kernels::KernelDef;
+use half::{bf16, f16};
+
+/// A storage float: converts to and from f64 for references, knows its rounding unit, and
+/// names its kernels.
+pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
+    /// Unit roundoff: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
+    const UNIT_ROUNDOFF: f64;
+    /// Half the spacing of the subnormals: the absolute error of rounding a tiny value.
+    const TINY: f64;
+    /// Bits of the NaN that fills guard regions (distinct from the poison and from any NaN
+    /// arithmetic produces).
+    const GUARD_BITS: u32;
+    fn to_f64(self) -> f64;
+    /// Round to nearest even (through f32, exact for f16/bf16 targets).
+    fn from_f64(v: f64) -> Self;
+    fn to_bits32(self) -> u32;
+    fn from_bits32(b: u32) -> Self;
+    /// The elementwise kernel for `op` over this type.
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>>;
+}
+
+macro_rules! ew_table {
+    ($op:expr, $axpy:ident, $scale:ident, $add:ident, $mul:ident, $gelu:ident, $silu:ident, $swiglu:ident) => {{
+        use crate::elementwise::Op;
+        match $op {
+            Op::Axpy => &ew::$axpy,
+            Op::Scale => &ew::$scale,
+            Op::Add => &ew::$add,
+            Op::Mul => &ew::$mul,
+            Op::Gelu => &ew::$gelu,
+            Op::Silu => &ew::$silu,
+            Op::Swiglu => &ew::$swiglu,
+        }
+    }};
+}
+
+impl Float for f32 {
+    const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
+    const TINY: f64 = 7.006_492_321_624_085e-46; // 2^-150
+    const GUARD_BITS: u32 = 0x7FC0_6A4D;
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_bits32(self) -> u32 {
+        self.to_bits()
+    }
+    fn from_bits32(b: u32) -> Self {
+        f32::from_bits(b)
+    }
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32)
+    }
+}
+
+impl Float for f16 {
+    const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 11) as f64;
+    const TINY: f64 = 2.980_232_238_769_531_3e-8; // 2^-25
+    const GUARD_BITS: u32 = 0x7E4D;
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn to_bits32(self) -> u32 {
+        self.to_bits() as u32
+    }
+    fn from_bits32(b: u32) -> Self {
+        f16::from_bits(b as u16)
+    }
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16)
+    }
+}
+
+impl Float for bf16 {
+    const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 8) as f64;
+    const TINY: f64 = 4.591_774_807_899_561e-41; // 2^-134
+    const GUARD_BITS: u32 = 0x7FCD;
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn to_bits32(self) -> u32 {
+        self.to_bits() as u32
+    }
+    fn from_bits32(b: u32) -> Self {
+        bf16::from_bits(b as u16)
+    }
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_BF16, SCALE_BF16, ADD_BF16, MUL_BF16, GELU_BF16, SILU_BF16, SWIGLU_BF16)
+    }
+}
+
+/// The dtype names the CLI accepts, for messages.
+pub const FLOAT_DTYPES: &[DType] = &[DType::F32, DType::F16, DType::BF16];

@@ -1,0 +1,158 @@
+//! Offline PTX validation: run `ptxas -v` over the embedded PTX for per-kernel resources, and
+//! `nvdisasm` over the cubin for the instruction mix. Needs no GPU.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Per-kernel resources as ptxas reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KernelResources {
+    pub arch: String,
+    pub kernel: String,
+    pub registers: u32,
+    pub shared_bytes: u32,
+    pub stack_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+/// Kernels allowed a stack frame or spills, with the reason. Empty: none is.
+pub const SPILL_ALLOWLIST: &[(&str, &str)] = &[];
+
+/// Finds an NVIDIA tool (`ptxas`, `nvdisasm`): `$FERROKERN_<TOOL>`, the project's `.tools`
+/// venv (scripts/setup.sh), a CUDA install, then `PATH`.
+pub fn find_tool(name: &str) -> Option<PathBuf> {
+    if let Ok(p) = std::env::var(format!("FERROKERN_{}", name.to_uppercase())) {
+        return Some(PathBuf::from(p));
+    }
+    let mut roots = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv")];
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.push(cwd.join(".tools/venv"));
+    }
+    for root in roots {
+        if let Ok(libs) = std::fs::read_dir(root.join("lib")) {
+            for py in libs.flatten() {
+                let nv = py.path().join("site-packages/nvidia");
+                if let Ok(pkgs) = std::fs::read_dir(&nv) {
+                    for pkg in pkgs.flatten() {
+                        let cand = pkg.path().join("bin").join(name);
+                        if cand.is_file() {
+                            return Some(cand);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for dir in ["/usr/local/cuda/bin", "/opt/cuda/bin"] {
+        let cand = Path::new(dir).join(name);
+        if cand.is_file() {
+            return Some(cand);
+        }
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
+    })
+}
+
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ferrokern-{}-{}", std::process::id(), name))
+}
+
+/// Assembles `ptx` for `arch` with `ptxas -v`; returns the per-kernel table and the cubin path.
+pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources>, PathBuf), String> {
+    let src = scratch(&format!("{arch}.ptx"));
+    let cubin = scratch(&format!("{arch}.cubin"));
+    std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let out = Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg("-v")
+        .arg(&src)
+        .arg("-o")
+        .arg(&cubin)
+        .output()
+        .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
+    let _ = std::fs::remove_file(&src);
+    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("ptxas rejected the {arch} PTX:\n{text}"));
+    }
+    Ok((parse_ptxas(arch, &text), cubin))
+}
+
+fn num_before(line: &str, unit: &str) -> Option<u32> {
+    let i = line.find(unit)?;
+    line[..i].split_whitespace().last()?.parse().ok()
+}
+
+/// Parses `ptxas -v` output into one row per kernel.
+pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
+    let mut rows: BTreeMap<String, KernelResources> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or("").to_string();
+            rows.entry(name.clone()).or_insert_with(|| KernelResources { arch: arch.into(), kernel: name.clone(), ..Default::default() });
+            current = Some(name);
+        } else if let Some(rest) = line.split("Function properties for ").nth(1) {
+            current = Some(rest.trim().to_string());
+        } else if let Some(k) = current.as_ref().and_then(|c| rows.get_mut(c)) {
+            if line.contains("stack frame") {
+                k.stack_bytes = num_before(line, "bytes stack frame").unwrap_or(0);
+                k.spill_store_bytes = num_before(line, "bytes spill stores").unwrap_or(0);
+                k.spill_load_bytes = num_before(line, "bytes spill loads").unwrap_or(0);
+            } else if line.contains("Used") && line.contains("registers") {
+                k.registers = num_before(line, "registers").unwrap_or(0);
+                k.shared_bytes = num_before(line, "bytes smem").unwrap_or(0);
+            }
+        }
+    }
+    rows.into_values().collect()
+}
+
+/// Instruction classes counted in the SASS of each kernel.
+pub const SASS_CLASSES: &[&str] = &["HGMMA", "HMMA", "FFMA", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR"];
+
+/// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.
+pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
+    let out = Command::new(nvdisasm)
+        .arg("-c")
+        .arg(cubin)
+        .output()
+        .map_err(|e| format!("running {}: {e}", nvdisasm.display()))?;
+    if !out.status.success() {
+        return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix(".text.").and_then(|s| s.strip_suffix(':')) {
+            current = Some(name.to_string());
+            mix.entry(name.to_string()).or_default();
+            continue;
+        }
+        let (Some(k), Some(pos)) = (current.as_ref(), t.find("*/")) else { continue };
+        let mut toks = t[pos + 2..].split_whitespace();
+        let mut op = toks.next().unwrap_or("");
+        if op.starts_with('@') {
+            op = toks.next().unwrap_or("");
+        }
+        let op = op.trim_end_matches(';');
+        let base = op.split('.').next().unwrap_or("");
+        let wide = op.split('.').any(|p| p == "128");
+        let entry = mix.get_mut(k).expect("inserted at .text");
+        for class in SASS_CLASSES {
+            let (cbase, cwide) = match class.split_once('.') {
+                Some((b, _)) => (b, true),
+                None => (*class, false),
+            };
+            if base == cbase && (!cwide || wide) {
+                *entry.entry(class).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(mix)
+}

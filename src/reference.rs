@@ -1,0 +1,81 @@
+//! CPU references: plain f64 formulas, the specification every kernel is checked against,
+//! and the error each kernel's f32 arithmetic may add (used by [`crate::check`]).
+
+/// `alpha * x + y`
+pub fn axpy(alpha: f64, x: f64, y: f64) -> f64 {
+    alpha * x + y
+}
+
+/// `alpha * x`
+pub fn scale(alpha: f64, x: f64) -> f64 {
+    alpha * x
+}
+
+/// `a + b`
+pub fn add(a: f64, b: f64) -> f64 {
+    a + b
+}
+
+/// `a * b`
+pub fn mul(a: f64, b: f64) -> f64 {
+    a * b
+}
+
+/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+pub fn gelu(x: f64) -> f64 {
+    let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+    0.5 * x * (1.0 + u.tanh())
+}
+
+/// `x * sigmoid(x)`
+pub fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `silu(gate) * up`
+pub fn swiglu(gate: f64, up: f64) -> f64 {
+    silu(gate) * up
+}
+
+/// The reference for elementwise `op`; `b` is y for axpy, up for swiglu, ignored by one-input ops.
+pub fn elementwise(op: crate::elementwise::Op, alpha: f64, a: f64, b: f64) -> f64 {
+    use crate::elementwise::Op;
+    match op {
+        Op::Axpy => axpy(alpha, a, b),
+        Op::Scale => scale(alpha, a),
+        Op::Add => add(a, b),
+        Op::Mul => mul(a, b),
+        Op::Gelu => gelu(a),
+        Op::Silu => silu(a),
+        Op::Swiglu => swiglu(a, b),
+    }
+}
+
+/// f32's unit roundoff.
+pub const U32: f64 = 1.0 / (1u64 << 24) as f64;
+/// `ex2.approx.f32`'s relative error bound from the PTX ISA (2^-22), doubled for margin
+/// against the ISA's own rounding of its statement.
+const EX2_REL: f64 = 1.0 / (1u64 << 21) as f64;
+
+/// A bound on the absolute error the kernel's f32 arithmetic adds to element `reference`
+/// (before the output is rounded to its storage type). Derived, not tuned:
+/// - axpy (one fma), scale, add, mul: the inputs are exact in f32, so the result is the exact
+///   value rounded once; counted twice for margin: `2u |ref|`;
+/// - silu, swiglu: `x * sigmoid(x)` with `sigmoid = 1 / (1 + ex2(x log2 e))`. ex2 adds 2^-22;
+///   rounding `x log2 e` adds `|x| u` relative to e^x, of which at most all reaches sigmoid;
+///   the +, /, and the products add a few `u`: `(8u + 2^-21 + 2|z|u) |ref|`, z the sigmoid's
+///   argument;
+/// - gelu: the same with z = 2 sqrt(2/pi) (x + 0.044715 x^3), whose own four roundings add
+///   `4u|z|` more: `(8u + 2^-21 + 6|z|u) |ref|`.
+pub fn elementwise_f32_error(op: crate::elementwise::Op, a: f64, reference: f64) -> f64 {
+    use crate::elementwise::Op;
+    let r = reference.abs();
+    match op {
+        Op::Axpy | Op::Scale | Op::Add | Op::Mul => 2.0 * U32 * r,
+        Op::Silu | Op::Swiglu => (8.0 * U32 + EX2_REL + 2.0 * a.abs() * U32) * r,
+        Op::Gelu => {
+            let z = 2.0 * (2.0 / std::f64::consts::PI).sqrt() * (a + 0.044715 * a * a * a);
+            (8.0 * U32 + EX2_REL + 6.0 * z.abs() * U32) * r
+        }
+    }
+}
