@@ -11,7 +11,10 @@ use half::{bf16, f16};
 pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
     /// Unit roundoff: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
     const UNIT_ROUNDOFF: f64;
-    /// Half the spacing of the subnormals: the absolute error of rounding a tiny value.
+    /// The absolute error floor: results this small may be flushed to zero or rounded among
+    /// subnormals. f32 and bf16: 2^-126 (f32's smallest normal; an f32 intermediate such as
+    /// `e^x` may underflow or overflow on the way, as with GPU fast math). f16: 2^-25, half its
+    /// subnormal spacing (f16 subnormals lie far above f32's range, so nothing flushes).
     const TINY: f64;
     /// Bits of the NaN that fills guard regions (distinct from the poison and from any NaN
     /// arithmetic produces).
@@ -42,7 +45,7 @@ macro_rules! ew_table {
 
 impl Float for f32 {
     const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
-    const TINY: f64 = 7.006_492_321_624_085e-46; // 2^-150
+    const TINY: f64 = 1.175_494_350_822_287_5e-38; // 2^-126
     const GUARD_BITS: u32 = 0x7FC0_6A4D;
     fn to_f64(self) -> f64 {
         self as f64
@@ -84,7 +87,7 @@ impl Float for f16 {
 
 impl Float for bf16 {
     const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 8) as f64;
-    const TINY: f64 = 4.591_774_807_899_561e-41; // 2^-134
+    const TINY: f64 = 1.175_494_350_822_287_5e-38; // 2^-126
     const GUARD_BITS: u32 = 0x7FCD;
     fn to_f64(self) -> f64 {
         self.to_f64()

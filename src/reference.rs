@@ -21,10 +21,13 @@ pub fn mul(a: f64, b: f64) -> f64 {
     a * b
 }
 
-/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+/// GELU, tanh form: `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`.
+///
+/// Evaluated as the identical `x / (1 + e^(-2u))`: written literally, `1 + tanh(u)` cancels
+/// to 0 in f64 already near x = -5.6, where the true value is about -1e-18.
 pub fn gelu(x: f64) -> f64 {
     let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-    0.5 * x * (1.0 + u.tanh())
+    x / (1.0 + (-2.0 * u).exp())
 }
 
 /// `x * sigmoid(x)`
@@ -65,17 +68,32 @@ const EX2_REL: f64 = 1.0 / (1u64 << 21) as f64;
 ///   rounding `x log2 e` adds `|x| u` relative to e^x, of which at most all reaches sigmoid;
 ///   the +, /, and the products add a few `u`: `(8u + 2^-21 + 2|z|u) |ref|`, z the sigmoid's
 ///   argument;
+/// - sigmoid's own floor: below 2^-126 the f32 sigmoid has only subnormal precision, which
+///   adds `2^-126` times its multiplier (|x| for silu and gelu, |gate * up| for swiglu);
 /// - gelu: the same with z = 2 sqrt(2/pi) (x + 0.044715 x^3), whose own four roundings add
 ///   `4u|z|` more: `(8u + 2^-21 + 6|z|u) |ref|`.
-pub fn elementwise_f32_error(op: crate::elementwise::Op, a: f64, reference: f64) -> f64 {
+pub fn elementwise_f32_error(op: crate::elementwise::Op, a: f64, b: f64, reference: f64) -> f64 {
     use crate::elementwise::Op;
     let r = reference.abs();
     match op {
         Op::Axpy | Op::Scale | Op::Add | Op::Mul => 2.0 * U32 * r,
-        Op::Silu | Op::Swiglu => (8.0 * U32 + EX2_REL + 2.0 * a.abs() * U32) * r,
+        Op::Silu => (8.0 * U32 + EX2_REL + 2.0 * a.abs() * U32) * r + a.abs() * F32_MIN_NORMAL,
+        Op::Swiglu => {
+            // silu(gate) underflows f32 entirely below gate = -103 (e^gate < 2^-149); times an
+            // infinite `up` the kernel can only give NaN where the exact answer is infinite.
+            if b.is_infinite() && a < -100.0 {
+                return f64::INFINITY;
+            }
+            (8.0 * U32 + EX2_REL + 2.0 * a.abs() * U32) * r + (a * b).abs() * F32_MIN_NORMAL
+        }
         Op::Gelu => {
             let z = 2.0 * (2.0 / std::f64::consts::PI).sqrt() * (a + 0.044715 * a * a * a);
-            (8.0 * U32 + EX2_REL + 6.0 * z.abs() * U32) * r
+            (8.0 * U32 + EX2_REL + 6.0 * z.abs() * U32) * r + a.abs() * F32_MIN_NORMAL
         }
     }
 }
+
+/// f32's smallest normal, 2^-126: below it an f32 intermediate (sigmoid of a very negative
+/// argument) keeps only subnormal precision, so its absolute error is at most this, scaled
+/// by whatever multiplies it.
+pub const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;

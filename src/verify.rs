@@ -89,6 +89,15 @@ pub fn elementwise_with<T: Float>(
     case: &ElementwiseCase,
     kernel: &'static KernelDef<ElementwiseParams<T>>,
 ) -> Result<Report> {
+    elementwise_outputs(ctx, case, kernel).map(|(r, _)| r)
+}
+
+/// As [`elementwise_with`], also returning the output (for comparing backends bit by bit).
+pub fn elementwise_outputs<T: Float>(
+    ctx: &Context,
+    case: &ElementwiseCase,
+    kernel: &'static KernelDef<ElementwiseParams<T>>,
+) -> Result<(Report, Vec<T>)> {
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let n = case.len;
     let op = case.op;
@@ -108,12 +117,12 @@ pub fn elementwise_with<T: Float>(
         .map(|(x, y)| {
             let (x, y) = (x.to_f64(), y.to_f64());
             let w = reference::elementwise(op, alpha as f64, x, y);
-            (w, reference::elementwise_f32_error(op, x, w))
+            (w, reference::elementwise_f32_error(op, x, y, w))
         })
         .unzip();
-    // axpy: the poison check cannot see an unwritten y (it starts as data), so compare alone
-    // decides; an unwritten element fails there unless alpha * x rounds away.
-    Ok(check::compare(&got, &want, &bound, guard))
+    // axpy's y starts as data, not poison: an unwritten y fails the comparison unless
+    // alpha * x rounds away against y, so the suite's other ops carry the poison check.
+    Ok((check::compare(&got, &want, &bound, guard), got))
 }
 
 /// Runs `case` with the op's shipped kernel.

@@ -50,8 +50,14 @@ pub fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (exp_approx(2.0 * x) + 1.0)
 }
 
-/// The logistic function 1 / (1 + e^-x).
+/// The logistic function 1 / (1 + e^-x), in the form that never overflows: with
+/// `e = e^-|x|` in (0, 1], sigmoid is `1 / (1 + e)` for x >= 0 and `e / (1 + e)` below.
+/// For x < 0 this keeps full relative accuracy down to f32's subnormals (the naive form's
+/// `e^-x` overflows at x < -88.7 and returns 0 where the answer is still representable).
+/// NaN stays NaN; sigmoid(+inf) = 1, sigmoid(-inf) = 0.
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp_approx(-x))
+    let e = exp_approx(-x.abs());
+    let s = 1.0 / (1.0 + e);
+    if x >= 0.0 { s } else { e * s }
 }
