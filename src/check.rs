@@ -30,7 +30,11 @@ impl<T: Float> Guarded<T> {
         let g = Self::guard_elems();
         let mut host = vec![T::from_bits32(T::GUARD_BITS); len + 2 * g];
         host[g..g + len].fill(T::from_bits32(T::POISON_BITS));
-        Ok(Guarded { buf: ctx.upload(&host)?, guard: g, len })
+        Ok(Guarded {
+            buf: ctx.upload(&host)?,
+            guard: g,
+            len,
+        })
     }
 
     /// `data` between two guard regions (an in/out operand such as axpy's y).
@@ -38,13 +42,19 @@ impl<T: Float> Guarded<T> {
         let g = Self::guard_elems();
         let mut host = vec![T::from_bits32(T::GUARD_BITS); data.len() + 2 * g];
         host[g..g + data.len()].copy_from_slice(data);
-        Ok(Guarded { buf: ctx.upload(&host)?, guard: g, len: data.len() })
+        Ok(Guarded {
+            buf: ctx.upload(&host)?,
+            guard: g,
+            len: data.len(),
+        })
     }
 
     /// The output view handed to the op.
     pub fn view_mut(&mut self) -> BufMut<'_, T> {
         let (g, n) = (self.guard, self.len);
-        self.buf.view_mut(g..g + n).expect("in range by construction")
+        self.buf
+            .view_mut(g..g + n)
+            .expect("in range by construction")
     }
 
     /// Downloads the output and checks that both guard regions are untouched.
@@ -56,7 +66,10 @@ impl<T: Float> Guarded<T> {
             .enumerate()
             .filter(|(i, _)| *i < g || *i >= g + n)
             .find(|(_, v)| v.to_bits32() != T::GUARD_BITS)
-            .map(|(i, v)| GuardViolation { offset: i as isize - g as isize, value: v.to_f64() });
+            .map(|(i, v)| GuardViolation {
+                offset: i as isize - g as isize,
+                value: v.to_f64(),
+            });
         Ok((all[g..g + n].to_vec(), bad))
     }
 }
@@ -84,6 +97,7 @@ pub struct Mismatch {
 pub struct Report {
     pub elements: usize,
     pub max_abs_err: f64,
+    /// Over elements with |reference| >= `Float::REL_FLOOR` (smaller ones are judged absolutely).
     pub max_rel_err: f64,
     /// Largest `|err| / tol` seen: how close the run came to failing (1.0 = at the limit).
     pub max_err_over_tol: f64,
@@ -119,20 +133,34 @@ impl fmt::Display for Report {
             )?;
         }
         if let Some(gv) = &self.guard {
-            write!(f, " guard_written_at_offset={} value={:e}", gv.offset, gv.value)?;
+            write!(
+                f,
+                " guard_written_at_offset={} value={:e}",
+                gv.offset, gv.value
+            )?;
         }
         write!(f, " {stats}")
     }
 }
 
 /// Compares `got` with `want`, element by element, allowing `bound[i]` of arithmetic error.
-pub fn compare<T: Float>(got: &[T], want: &[f64], bound: &[f64], guard: Option<GuardViolation>) -> Report {
+pub fn compare<T: Float>(
+    got: &[T],
+    want: &[f64],
+    bound: &[f64],
+    guard: Option<GuardViolation>,
+) -> Report {
     assert_eq!(got.len(), want.len());
     assert_eq!(got.len(), bound.len());
     let mut r = Report {
         elements: got.len(),
         guard,
-        tol: format!("bound+{:.1e}*|ref|+{:.1e} ({})", T::UNIT_ROUNDOFF, T::TINY, T::NAME),
+        tol: format!(
+            "bound+{:.1e}*|ref|+{:.1e} ({})",
+            T::UNIT_ROUNDOFF,
+            T::TINY,
+            T::NAME
+        ),
         ..Report::default()
     };
     for (i, ((&g, &w), &b)) in got.iter().zip(want).zip(bound).enumerate() {
@@ -151,7 +179,7 @@ pub fn compare<T: Float>(got: &[T], want: &[f64], bound: &[f64], guard: Option<G
         } else {
             let err = (gv - w).abs();
             r.max_abs_err = r.max_abs_err.max(err);
-            if w != 0.0 {
+            if w.abs() >= T::REL_FLOOR {
                 r.max_rel_err = r.max_rel_err.max(err / w.abs());
             }
             r.max_err_over_tol = r.max_err_over_tol.max(err / tol);
@@ -160,7 +188,13 @@ pub fn compare<T: Float>(got: &[T], want: &[f64], bound: &[f64], guard: Option<G
         if let Some(reason) = bad {
             r.bad_count += 1;
             if r.first_bad.is_none() {
-                r.first_bad = Some(Mismatch { index: i, got: gv, want: w, tol, reason });
+                r.first_bad = Some(Mismatch {
+                    index: i,
+                    got: gv,
+                    want: w,
+                    tol,
+                    reason,
+                });
             }
         }
     }

@@ -2,8 +2,8 @@
 
 use crate::{DType, Scalar};
 use gpu_kernels::Element;
-use gpu_kernels::elementwise::{self as ew, ElementwiseParams};
 use gpu_kernels::KernelDef;
+use gpu_kernels::elementwise::{self as ew, ElementwiseParams};
 use half::{bf16, f16};
 
 /// A storage float: converts to and from f64 for references, knows its rounding unit, and
@@ -16,6 +16,9 @@ pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
     /// `e^x` may underflow or overflow on the way, as with GPU fast math). f16: 2^-25, half its
     /// subnormal spacing (f16 subnormals lie far above f32's range, so nothing flushes).
     const TINY: f64;
+    /// Below this reference magnitude errors are judged absolutely (the floors above), so
+    /// relative error is not reported there: f32/bf16 1e-30, f16 its smallest normal 2^-14.
+    const REL_FLOOR: f64;
     /// Bits of the NaN that fills guard regions (distinct from the poison and from any NaN
     /// arithmetic produces).
     const GUARD_BITS: u32;
@@ -25,7 +28,9 @@ pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
     fn to_bits32(self) -> u32;
     fn from_bits32(b: u32) -> Self;
     /// The elementwise kernel for `op` over this type.
-    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>>;
+    fn elementwise_kernel(
+        op: crate::elementwise::Op,
+    ) -> &'static KernelDef<ElementwiseParams<Self>>;
 }
 
 macro_rules! ew_table {
@@ -46,6 +51,7 @@ macro_rules! ew_table {
 impl Float for f32 {
     const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
     const TINY: f64 = 1.175_494_350_822_287_5e-38; // 2^-126
+    const REL_FLOOR: f64 = 1e-30;
     const GUARD_BITS: u32 = 0x7FC0_6A4D;
     fn to_f64(self) -> f64 {
         self as f64
@@ -59,14 +65,19 @@ impl Float for f32 {
     fn from_bits32(b: u32) -> Self {
         f32::from_bits(b)
     }
-    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32)
+    fn elementwise_kernel(
+        op: crate::elementwise::Op,
+    ) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(
+            op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32
+        )
     }
 }
 
 impl Float for f16 {
     const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 11) as f64;
     const TINY: f64 = 2.980_232_238_769_531_3e-8; // 2^-25
+    const REL_FLOOR: f64 = 6.103_515_625e-5; // 2^-14
     const GUARD_BITS: u32 = 0x7E4D;
     fn to_f64(self) -> f64 {
         self.to_f64()
@@ -80,14 +91,19 @@ impl Float for f16 {
     fn from_bits32(b: u32) -> Self {
         f16::from_bits(b as u16)
     }
-    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16)
+    fn elementwise_kernel(
+        op: crate::elementwise::Op,
+    ) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(
+            op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16
+        )
     }
 }
 
 impl Float for bf16 {
     const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 8) as f64;
     const TINY: f64 = 1.175_494_350_822_287_5e-38; // 2^-126
+    const REL_FLOOR: f64 = 1e-30;
     const GUARD_BITS: u32 = 0x7FCD;
     fn to_f64(self) -> f64 {
         self.to_f64()
@@ -101,8 +117,19 @@ impl Float for bf16 {
     fn from_bits32(b: u32) -> Self {
         bf16::from_bits(b as u16)
     }
-    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(op, AXPY_BF16, SCALE_BF16, ADD_BF16, MUL_BF16, GELU_BF16, SILU_BF16, SWIGLU_BF16)
+    fn elementwise_kernel(
+        op: crate::elementwise::Op,
+    ) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(
+            op,
+            AXPY_BF16,
+            SCALE_BF16,
+            ADD_BF16,
+            MUL_BF16,
+            GELU_BF16,
+            SILU_BF16,
+            SWIGLU_BF16
+        )
     }
 }
 

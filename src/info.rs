@@ -52,16 +52,24 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
         }
     }
     std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
     })
 }
 
 fn scratch(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("ferrokern-{}-{}", std::process::id(), name))
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("ferrokern-{}-{n}-{name}", std::process::id()))
 }
 
 /// Assembles `ptx` for `arch` with `ptxas -v`; returns the per-kernel table and the cubin path.
-pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources>, PathBuf), String> {
+pub fn ptxas(
+    ptxas: &Path,
+    arch: &str,
+    ptx: &str,
+) -> Result<(Vec<KernelResources>, PathBuf), String> {
     let src = scratch(&format!("{arch}.ptx"));
     let cubin = scratch(&format!("{arch}.cubin"));
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
@@ -74,7 +82,8 @@ pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources
         .output()
         .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
     let _ = std::fs::remove_file(&src);
-    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!("ptxas rejected the {arch} PTX:\n{text}"));
     }
@@ -93,7 +102,11 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
     for line in text.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or("").to_string();
-            rows.entry(name.clone()).or_insert_with(|| KernelResources { arch: arch.into(), kernel: name.clone(), ..Default::default() });
+            rows.entry(name.clone()).or_insert_with(|| KernelResources {
+                arch: arch.into(),
+                kernel: name.clone(),
+                ..Default::default()
+            });
             current = Some(name);
         } else if let Some(rest) = line.split("Function properties for ").nth(1) {
             current = Some(rest.trim().to_string());
@@ -112,17 +125,25 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
 }
 
 /// Instruction classes counted in the SASS of each kernel.
-pub const SASS_CLASSES: &[&str] = &["HGMMA", "HMMA", "FFMA", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR"];
+pub const SASS_CLASSES: &[&str] = &[
+    "HGMMA", "HMMA", "FFMA", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR",
+];
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.
-pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
+pub fn sass_mix(
+    nvdisasm: &Path,
+    cubin: &Path,
+) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
     let out = Command::new(nvdisasm)
         .arg("-c")
         .arg(cubin)
         .output()
         .map_err(|e| format!("running {}: {e}", nvdisasm.display()))?;
     if !out.status.success() {
-        return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "nvdisasm failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();
@@ -134,7 +155,9 @@ pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeM
             mix.entry(name.to_string()).or_default();
             continue;
         }
-        let (Some(k), Some(pos)) = (current.as_ref(), t.find("*/")) else { continue };
+        let (Some(k), Some(pos)) = (current.as_ref(), t.find("*/")) else {
+            continue;
+        };
         let mut toks = t[pos + 2..].split_whitespace();
         let mut op = toks.next().unwrap_or("");
         if op.starts_with('@') {

@@ -101,15 +101,31 @@ pub fn elementwise_outputs<T: Float>(
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let n = case.len;
     let op = case.op;
-    let alpha = if op.uses_alpha() { rng.random_range(-4.0f32..4.0) } else { 0.0 };
+    let alpha = if op.uses_alpha() {
+        rng.random_range(-4.0f32..4.0)
+    } else {
+        0.0
+    };
     let a = random_vec::<T>(&mut rng, n, case.values);
     let b = random_vec::<T>(&mut rng, n, case.values);
     let a_buf = upload_at(ctx, &a, case.offset)?;
     let b_buf = upload_at(ctx, &b, case.offset)?;
     // axpy updates y in place: its output starts as b (y); every other op's starts poisoned.
-    let mut out = if op == Op::Axpy { Guarded::with_data(ctx, &b)? } else { Guarded::poisoned(ctx, n)? };
+    let mut out = if op == Op::Axpy {
+        Guarded::with_data(ctx, &b)?
+    } else {
+        Guarded::poisoned(ctx, n)?
+    };
     let second = (op.inputs() == 2 && op != Op::Axpy).then(|| view_at(&b_buf, case.offset));
-    ew::launch_with(ctx, kernel, op, alpha, view_at(&a_buf, case.offset), second, out.view_mut())?;
+    ew::launch_with(
+        ctx,
+        kernel,
+        op,
+        alpha,
+        view_at(&a_buf, case.offset),
+        second,
+        out.view_mut(),
+    )?;
     let (got, guard) = out.finish()?;
     let (want, bound): (Vec<f64>, Vec<f64>) = a
         .iter()
@@ -131,6 +147,12 @@ pub fn elementwise(ctx: &Context, case: &ElementwiseCase) -> Result<Report> {
         DType::F32 => elementwise_with::<f32>(ctx, case, f32::elementwise_kernel(case.op)),
         DType::F16 => elementwise_with::<f16>(ctx, case, f16::elementwise_kernel(case.op)),
         DType::BF16 => elementwise_with::<bf16>(ctx, case, bf16::elementwise_kernel(case.op)),
-        other => Err(Error::invalid(case.op.name(), format!("dtype {} is not supported; use f32, f16 or bf16", other.name()))),
+        other => Err(Error::invalid(
+            case.op.name(),
+            format!(
+                "dtype {} is not supported; use f32, f16 or bf16",
+                other.name()
+            ),
+        )),
     }
 }

@@ -6,9 +6,9 @@
 //! with the right error and accepts each `ok_*` kernel with the right answer.
 
 use crate::device::thread::{grid_threads_1d, index_1d, sync_threads, thread_idx_x};
-use crate::elementwise::ElementwiseParams;
 use crate::device::warp::{self, FULL_MASK, lane_id};
 use crate::device::{Global, GlobalMut, Shared};
+use crate::elementwise::ElementwiseParams;
 
 /// Threads per block in every self-test kernel (two warps).
 pub const SELFTEST_BLOCK: u32 = 64;
@@ -62,7 +62,7 @@ pub fn barrier<const BROKEN: bool>(p: SelftestParams) {
 pub fn uninit<const BROKEN: bool>(p: SelftestParams) {
     let t = thread_idx_x();
     let i = index_1d();
-    if !BROKEN || t % 2 == 0 {
+    if !BROKEN || t.is_multiple_of(2) {
         TILE.store(t, p.input.load(i));
     }
     sync_threads();

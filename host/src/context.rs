@@ -28,7 +28,9 @@ impl FromStr for BackendChoice {
             "auto" => Ok(BackendChoice::Auto),
             "gpu" => Ok(BackendChoice::Gpu),
             "emulator" | "emu" => Ok(BackendChoice::Emulator),
-            other => Err(format!("unknown backend `{other}`: use auto, gpu or emulator")),
+            other => Err(format!(
+                "unknown backend `{other}`: use auto, gpu or emulator"
+            )),
         }
     }
 }
@@ -37,7 +39,9 @@ impl BackendChoice {
     /// Reads `FERROKERN_BACKEND` (auto when unset).
     pub fn from_env() -> Result<Self> {
         match std::env::var(crate::BACKEND_ENV) {
-            Ok(v) if !v.is_empty() => v.parse().map_err(|m| Error::invalid("FERROKERN_BACKEND", m)),
+            Ok(v) if !v.is_empty() => v
+                .parse()
+                .map_err(|m| Error::invalid("FERROKERN_BACKEND", m)),
             _ => Ok(BackendChoice::Auto),
         }
     }
@@ -101,7 +105,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Context {
     /// Opens a backend. `ptx` is the embedded (arch, PTX) table, oldest arch first; the GPU
     /// backend loads the newest one the device supports.
-    pub fn new(choice: BackendChoice, ptx: &'static [(&'static str, &'static str)]) -> Result<Self> {
+    pub fn new(
+        choice: BackendChoice,
+        ptx: &'static [(&'static str, &'static str)],
+    ) -> Result<Self> {
         let gpu = match choice {
             BackendChoice::Emulator => None,
             BackendChoice::Gpu => Some(Gpu::open(ptx)?),
@@ -112,19 +119,31 @@ impl Context {
             },
         };
         Ok(Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Mutex::new(None) }),
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                gpu,
+                fault: Mutex::new(None),
+            }),
         })
     }
 
     /// The CPU emulator, which is always available.
     pub fn emulator() -> Self {
         Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Mutex::new(None) }),
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                gpu: None,
+                fault: Mutex::new(None),
+            }),
         }
     }
 
     pub fn backend(&self) -> Backend {
-        if self.inner.gpu.is_some() { Backend::Gpu } else { Backend::Emulator }
+        if self.inner.gpu.is_some() {
+            Backend::Gpu
+        } else {
+            Backend::Emulator
+        }
     }
 
     /// The GPU's properties; `None` on the emulator.
@@ -184,18 +203,29 @@ impl Context {
     /// Launches `def` on this backend. Checks the launch shape against the hardware limits
     /// first; on the GPU the launch is asynchronous (errors of the kernel itself surface at the
     /// next synchronizing call, naming the kernel), on the emulator it completes before return.
-    pub fn launch<P: Copy + Send + Sync + 'static>(&self, def: &KernelDef<P>, cfg: LaunchConfig, params: P) -> Result<()> {
+    pub fn launch<P: Copy + Send + Sync + 'static>(
+        &self,
+        def: &KernelDef<P>,
+        cfg: LaunchConfig,
+        params: P,
+    ) -> Result<()> {
         self.check_healthy()?;
         emu::check_launch(&cfg).map_err(|m| Error::invalid(def.name, m))?;
         if cfg.shared_bytes > self.max_shared_bytes() {
             return Err(Error::invalid(
                 def.name,
-                format!("{} bytes of dynamic shared memory exceed this device's {} per block", cfg.shared_bytes, self.max_shared_bytes()),
+                format!(
+                    "{} bytes of dynamic shared memory exceed this device's {} per block",
+                    cfg.shared_bytes,
+                    self.max_shared_bytes()
+                ),
             ));
         }
         match self.gpu() {
             Some(g) => g.launch(def.name, cfg, params).map_err(|e| self.note(e)),
-            None => emu::launch(def, &cfg, params).map(|_| ()).map_err(Error::from),
+            None => emu::launch(def, &cfg, params)
+                .map(|_| ())
+                .map_err(Error::from),
         }
     }
 
@@ -214,14 +244,23 @@ impl Context {
         src.check_context(self, "copy")?;
         dst.check_context(self, "copy")?;
         if src.len() != dst.len() {
-            return Err(Error::invalid("copy", format!("source has {} elements, destination {}", src.len(), dst.len())));
+            return Err(Error::invalid(
+                "copy",
+                format!(
+                    "source has {} elements, destination {}",
+                    src.len(),
+                    dst.len()
+                ),
+            ));
         }
         let bytes = src.len() * T::DTYPE.size();
         if bytes == 0 {
             return Ok(());
         }
         match self.gpu() {
-            Some(g) => g.copy_d2d(dst.addr(), src.addr(), bytes).map_err(|e| self.note(e)),
+            Some(g) => g
+                .copy_d2d(dst.addr(), src.addr(), bytes)
+                .map_err(|e| self.note(e)),
             None => {
                 let host = src.to_host()?;
                 dst.copy_from_host(&host)
@@ -232,16 +271,30 @@ impl Context {
     /// GPU only: runs `f` `warmup` times, then `reps` timed runs (CUDA events around each),
     /// flushing L2 before each timed run when `flush_l2` (a memset of twice the L2 size,
     /// untimed) so that small inputs are not served from cache. Returns milliseconds per run.
-    pub fn time_runs(&self, warmup: usize, reps: usize, flush_l2: bool, f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    pub fn time_runs(
+        &self,
+        warmup: usize,
+        reps: usize,
+        flush_l2: bool,
+        f: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f64>> {
         self.check_healthy()?;
         let Some(g) = self.gpu() else {
-            return Err(Error::invalid("time_runs", "timing needs the GPU backend; the emulator does not model time"));
+            return Err(Error::invalid(
+                "time_runs",
+                "timing needs the GPU backend; the emulator does not model time",
+            ));
         };
-        let flush = if flush_l2 { Some(self.alloc::<u8>(2 * g.l2_bytes())?) } else { None };
+        let flush = if flush_l2 {
+            Some(self.alloc::<u8>(2 * g.l2_bytes())?)
+        } else {
+            None
+        };
         let between = || match &flush {
             Some(b) => g.memset(b.as_view().addr(), 0, b.len()),
             None => Ok(()),
         };
-        g.time_runs(warmup, reps, between, f).map_err(|e| self.note(e))
+        g.time_runs(warmup, reps, between, f)
+            .map_err(|e| self.note(e))
     }
 }

@@ -15,8 +15,8 @@
 //! no per-access check on the hot path of the GPU, and a tested guarantee instead of a static one.
 
 mod element;
-mod memory;
 pub mod math;
+mod memory;
 pub mod warp;
 
 #[cfg(target_arch = "nvptx64")]

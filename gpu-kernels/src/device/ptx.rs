@@ -123,7 +123,9 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
 fn shared_ptr<T>(offset: u32, i: u32) -> *mut T {
     let base: u64;
     // SAFETY: takes the generic address of the dynamic shared segment.
-    unsafe { asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack))
+    };
     (base + offset as u64 + i as u64 * core::mem::size_of::<T>() as u64) as *mut T
 }
 
@@ -147,10 +149,18 @@ pub fn shfl_sync(mode: ShflMode, mask: u32, v: u32, arg: u32) -> u32 {
     // full 32-lane segment.
     unsafe {
         match mode {
-            ShflMode::Idx => asm!("shfl.sync.idx.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
-            ShflMode::Up => asm!("shfl.sync.up.b32 {r}, {v}, {a}, 0, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
-            ShflMode::Down => asm!("shfl.sync.down.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
-            ShflMode::Xor => asm!("shfl.sync.bfly.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask),
+            ShflMode::Idx => {
+                asm!("shfl.sync.idx.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask)
+            }
+            ShflMode::Up => {
+                asm!("shfl.sync.up.b32 {r}, {v}, {a}, 0, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask)
+            }
+            ShflMode::Down => {
+                asm!("shfl.sync.down.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask)
+            }
+            ShflMode::Xor => {
+                asm!("shfl.sync.bfly.b32 {r}, {v}, {a}, 31, {m};", r = out(reg32) r, v = in(reg32) v, a = in(reg32) arg, m = in(reg32) mask)
+            }
         }
     }
     r
@@ -163,9 +173,15 @@ pub fn vote_sync(mode: VoteMode, mask: u32, pred: bool) -> u32 {
     // SAFETY: vote.sync with the caller's mask.
     unsafe {
         match mode {
-            VoteMode::All => asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.all.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
-            VoteMode::Any => asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.any.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
-            VoteMode::Ballot => asm!("{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {r}, p, {m}; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask),
+            VoteMode::All => {
+                asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.all.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask)
+            }
+            VoteMode::Any => {
+                asm!("{{ .reg .pred p, q; setp.ne.u32 p, {x}, 0; vote.sync.any.pred q, p, {m}; selp.u32 {r}, 1, 0, q; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask)
+            }
+            VoteMode::Ballot => {
+                asm!("{{ .reg .pred p; setp.ne.u32 p, {x}, 0; vote.sync.ballot.b32 {r}, p, {m}; }}", r = out(reg32) r, x = in(reg32) p, m = in(reg32) mask)
+            }
         }
     }
     r
@@ -181,7 +197,9 @@ pub fn sync_warp(mask: u32) {
 pub fn exp2_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -189,7 +207,9 @@ pub fn exp2_approx(x: f32) -> f32 {
 pub fn rsqrt_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("rsqrt.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("rsqrt.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -197,7 +217,9 @@ pub fn rsqrt_approx(x: f32) -> f32 {
 pub fn sqrt_rn(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -205,7 +227,9 @@ pub fn sqrt_rn(x: f32) -> f32 {
 pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe { asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -213,7 +237,9 @@ pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
 pub fn max_nan(a: f32, b: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic (max.NaN needs sm_80, ferrokern's floor).
-    unsafe { asm!("max.NaN.f32 {r}, {a}, {b};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("max.NaN.f32 {r}, {a}, {b};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -221,7 +247,9 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
 pub fn f16_to_f32(h: u16) -> f32 {
     let r: f32;
     // SAFETY: pure conversion.
-    unsafe { asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -229,7 +257,9 @@ pub fn f16_to_f32(h: u16) -> f32 {
 pub fn f32_to_f16(x: f32) -> u16 {
     let r: u16;
     // SAFETY: pure conversion, round to nearest even.
-    unsafe { asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -237,6 +267,8 @@ pub fn f32_to_f16(x: f32) -> u16 {
 pub fn f32_to_bf16(x: f32) -> u16 {
     let r: u16;
     // SAFETY: pure conversion, round to nearest even (sm_80+).
-    unsafe { asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }

@@ -101,7 +101,11 @@ impl BlockCtx {
     pub fn thread_dim3(&self, linear: u32) -> Dim3 {
         let bx = self.block_dim.x;
         let by = self.block_dim.y;
-        Dim3 { x: linear % bx, y: (linear / bx) % by, z: linear / (bx * by) }
+        Dim3 {
+            x: linear % bx,
+            y: (linear / bx) % by,
+            z: linear / (bx * by),
+        }
     }
 }
 
@@ -131,16 +135,25 @@ pub(crate) struct BlockRunner {
 
 impl BlockRunner {
     pub fn new(kernel: &'static str, cfg: LaunchConfig) -> Self {
-        BlockRunner { kernel, cfg, stacks: Vec::new() }
+        BlockRunner {
+            kernel,
+            cfg,
+            stacks: Vec::new(),
+        }
     }
 
     fn stack(&mut self) -> DefaultStack {
-        self.stacks
-            .pop()
-            .unwrap_or_else(|| DefaultStack::new(STACK_BYTES).expect("emulator: cannot map a coroutine stack"))
+        self.stacks.pop().unwrap_or_else(|| {
+            DefaultStack::new(STACK_BYTES).expect("emulator: cannot map a coroutine stack")
+        })
     }
 
-    pub fn run<P: Copy + 'static>(&mut self, body: fn(P), params: P, linear_block: u64) -> Result<(), EmuError> {
+    pub fn run<P: Copy + 'static>(
+        &mut self,
+        body: fn(P),
+        params: P,
+        linear_block: u64,
+    ) -> Result<(), EmuError> {
         let g = self.cfg.grid;
         let b = Dim3 {
             x: (linear_block % g.x as u64) as u32,
@@ -150,7 +163,6 @@ impl BlockRunner {
         let n = self.cfg.block.count() as usize;
         let warps = n.div_ceil(32);
         let block = BlockCtx {
-
             block_idx: b,
             block_dim: self.cfg.block,
             grid_dim: g,
@@ -185,10 +197,13 @@ impl BlockRunner {
                 }
                 if coros[t].is_none() {
                     let stack = self.stack();
-                    coros[t] = Some(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                        current().yielder.set(y);
-                        body(params);
-                    }));
+                    coros[t] = Some(Coroutine::with_stack(
+                        stack,
+                        move |y: &Yielder<(), ()>, ()| {
+                            current().yielder.set(y);
+                            body(params);
+                        },
+                    ));
                 }
                 let coro = coros[t].as_mut().expect("created above");
                 CURRENT.with(|c| c.set(&threads[t]));
@@ -218,7 +233,11 @@ impl BlockRunner {
             }
 
             let all_done = threads.iter().all(|t| t.state.get() == State::Done);
-            if all_done || threads.iter().all(|t| matches!(t.state.get(), State::Barrier(_) | State::Done)) {
+            if all_done
+                || threads
+                    .iter()
+                    .all(|t| matches!(t.state.get(), State::Barrier(_) | State::Done))
+            {
                 // The barrier interval ends here: an uninitialized read in it that no race
                 // explained is now certain.
                 if let Some((thread, kind)) = block.shared.take_uninit_read(&block) {
@@ -228,10 +247,14 @@ impl BlockRunner {
             if all_done {
                 return Ok(());
             }
-            if self.resolve_warps(&block, &threads).map_err(|k| err(None, k))? {
+            if self
+                .resolve_warps(&block, &threads)
+                .map_err(|k| err(None, k))?
+            {
                 continue;
             }
-            self.release_barrier(&block, &threads).map_err(|k| err(None, k))?;
+            self.release_barrier(&block, &threads)
+                .map_err(|k| err(None, k))?;
         }
     }
 
@@ -260,12 +283,23 @@ impl BlockRunner {
                 let at = |l: Loc| format!("{}:{}", l.file(), l.line());
                 if p.mask & (1 << l) == 0 {
                     return Err(FaultKind::WarpDivergence {
-                        detail: format!("thread {} calls {} with mask {:#010x}, which excludes its own lane {}, at {}", who(l), p.op, p.mask, l, at(p.at)),
+                        detail: format!(
+                            "thread {} calls {} with mask {:#010x}, which excludes its own lane {}, at {}",
+                            who(l),
+                            p.op,
+                            p.mask,
+                            l,
+                            at(p.at)
+                        ),
                     });
                 }
                 if p.mask & !exists != 0 {
                     return Err(FaultKind::WarpDivergence {
-                        detail: format!("mask {:#010x} at {} names lanes past the block's last thread", p.mask, at(p.at)),
+                        detail: format!(
+                            "mask {:#010x} at {} names lanes past the block's last thread",
+                            p.mask,
+                            at(p.at)
+                        ),
                     });
                 }
                 for m in 0..lanes {
@@ -273,7 +307,11 @@ impl BlockRunner {
                         return Err(FaultKind::WarpDivergence {
                             detail: format!(
                                 "{} at {} (mask {:#010x}) waits for lane {} (thread {}), which exited without reaching it",
-                                p.op, at(p.at), p.mask, m, who(m)
+                                p.op,
+                                at(p.at),
+                                p.mask,
+                                m,
+                                who(m)
                             ),
                         });
                     }
@@ -288,7 +326,14 @@ impl BlockRunner {
                             return Err(FaultKind::WarpDivergence {
                                 detail: format!(
                                     "lane {} is at {} (mask {:#010x}) at {} while lane {} is at {} (mask {:#010x}) at {}",
-                                    l, p.op, p.mask, at(p.at), m, q.op, q.mask, at(q.at)
+                                    l,
+                                    p.op,
+                                    p.mask,
+                                    at(p.at),
+                                    m,
+                                    q.op,
+                                    q.mask,
+                                    at(q.at)
                                 ),
                             });
                         }
@@ -329,7 +374,10 @@ impl BlockRunner {
                                 return Err(FaultKind::WarpDivergence {
                                     detail: format!(
                                         "lane {} shuffles from lane {}, which is not in mask {:#010x} (its value is undefined on the GPU), at {}",
-                                        m, src, p.mask, at(q.at)
+                                        m,
+                                        src,
+                                        p.mask,
+                                        at(q.at)
                                     ),
                                 });
                             }
@@ -368,7 +416,12 @@ impl BlockRunner {
                         return Err(FaultKind::BarrierDivergence {
                             detail: format!(
                                 "thread {} waits at the barrier at {}:{} while thread {} waits at another barrier at {}:{}",
-                                d3(threads[j].tid), at0.file(), at0.line(), d3(t.tid), at.file(), at.line()
+                                d3(threads[j].tid),
+                                at0.file(),
+                                at0.line(),
+                                d3(t.tid),
+                                at.file(),
+                                at.line()
                             ),
                         });
                     }
@@ -385,7 +438,11 @@ impl BlockRunner {
             return Err(FaultKind::WarpDivergence {
                 detail: format!(
                     "thread {} waits in {} (mask {:#010x}) at {}:{} for lanes that never arrive",
-                    d3(threads[i].tid), p.op, p.mask, p.at.file(), p.at.line()
+                    d3(threads[i].tid),
+                    p.op,
+                    p.mask,
+                    p.at.file(),
+                    p.at.line()
                 ),
             });
         };
@@ -394,7 +451,13 @@ impl BlockRunner {
             return Err(FaultKind::BarrierDivergence {
                 detail: format!(
                     "thread {} waits at the barrier at {}:{} while thread {} waits in {} at {}:{} for lanes that are at that barrier",
-                    d3(threads[j].tid), at.file(), at.line(), d3(threads[i].tid), p.op, p.at.file(), p.at.line()
+                    d3(threads[j].tid),
+                    at.file(),
+                    at.line(),
+                    d3(threads[i].tid),
+                    p.op,
+                    p.at.file(),
+                    p.at.line()
                 ),
             });
         }
@@ -402,7 +465,10 @@ impl BlockRunner {
             return Err(FaultKind::BarrierDivergence {
                 detail: format!(
                     "thread {} waits at the barrier at {}:{}, but thread {} exited without reaching it",
-                    d3(threads[j].tid), at.file(), at.line(), d3(threads[i].tid)
+                    d3(threads[j].tid),
+                    at.file(),
+                    at.line(),
+                    d3(threads[i].tid)
                 ),
             });
         }

@@ -24,7 +24,12 @@ struct Stamp {
     at: Option<Loc>,
 }
 
-const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, at: None };
+const EMPTY: Stamp = Stamp {
+    thread: NOBODY,
+    barrier_epoch: 0,
+    warp_epoch: 0,
+    at: None,
+};
 
 #[derive(Clone, Copy)]
 struct Granule {
@@ -53,7 +58,12 @@ impl SharedMem {
             // 0xFF bytes read as NaN in every float type: an unchecked uninitialized read poisons.
             bytes: RefCell::new(vec![0xFF; size as usize]),
             shadow: RefCell::new(vec![
-                Granule { written: false, write: EMPTY, read: EMPTY, read2: EMPTY };
+                Granule {
+                    written: false,
+                    write: EMPTY,
+                    read: EMPTY,
+                    read2: EMPTY
+                };
                 size.div_ceil(GRANULE) as usize
             ]),
         }
@@ -76,7 +86,14 @@ impl SharedMem {
             || (s.thread / 32 == now.thread / 32 && s.warp_epoch < now.warp_epoch)
     }
 
-    fn race(block: &BlockCtx, offset: u32, prior: &Stamp, prior_write: bool, now: &Stamp, now_write: bool) -> FaultKind {
+    fn race(
+        block: &BlockCtx,
+        offset: u32,
+        prior: &Stamp,
+        prior_write: bool,
+        now: &Stamp,
+        now_write: bool,
+    ) -> FaultKind {
         FaultKind::SharedRace {
             offset,
             first: Access {
@@ -93,7 +110,15 @@ impl SharedMem {
     }
 
     /// Checks and records an access of `size` bytes at `offset` (already bounds-checked).
-    pub fn track(&self, t: &ThreadCtx, block: &BlockCtx, offset: u32, size: u32, write: bool, at: Loc) -> Result<(), FaultKind> {
+    pub fn track(
+        &self,
+        t: &ThreadCtx,
+        block: &BlockCtx,
+        offset: u32,
+        size: u32,
+        write: bool,
+        at: Loc,
+    ) -> Result<(), FaultKind> {
         let now = Self::stamp(t, block, at);
         let mut shadow = self.shadow.borrow_mut();
         let first = offset / GRANULE;
@@ -131,7 +156,13 @@ impl SharedMem {
     /// The uninitialized read of the interval that just ended, if any: (reader, error).
     pub fn take_uninit_read(&self, block: &BlockCtx) -> Option<(crate::Dim3, FaultKind)> {
         self.pending_uninit.take().map(|(offset, s)| {
-            (block.thread_dim3(s.thread), FaultKind::UninitSharedRead { offset, at: s.at.expect("recorded") })
+            (
+                block.thread_dim3(s.thread),
+                FaultKind::UninitSharedRead {
+                    offset,
+                    at: s.at.expect("recorded"),
+                },
+            )
         })
     }
 

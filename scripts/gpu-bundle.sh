@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds, on this machine, everything a GPU machine without Rust needs into gpu-bundle/
+# (git-ignored): the release test binaries, the criterion bench binaries, the `ferrokern` CLI,
+# and run.sh, which runs them all there. Usage: scripts/gpu-bundle.sh, then on the GPU machine
+# `gpu-bundle/run.sh LOGDIR` (or OUT=LOGDIR gpu-bundle/run.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+bundle=gpu-bundle
+rm -rf "$bundle"
+mkdir -p "$bundle/tests" "$bundle/benches"
+
+list_exes() { # $@: cargo subcommand and flags; prints "name path" per test/bench executable
+  cargo "$@" --locked --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])'
+}
+
+cargo build --release --locked --bin ferrokern
+cp target/release/ferrokern "$bundle/"
+list_exes test --release --workspace | while read -r name exe; do cp "$exe" "$bundle/tests/$name"; done
+list_exes bench --bench '*' | while read -r name exe; do cp "$exe" "$bundle/benches/$name"; done
+strip "$bundle/ferrokern" "$bundle"/tests/* "$bundle"/benches/* 2>/dev/null || true
+
+cat > "$bundle/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs on a GPU machine with a driver and no Rust: GPU tests (FERROKERN_REQUIRE_GPU=1), the
+# sanitizer over them, `ferrokern info --sass`, then `ferrokern bench --json`. Logs go to $1
+# (or $OUT, or ./gpu-logs); a summary table is printed last.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-${OUT:-./gpu-logs}}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+# The driver's libcuda may live outside the loader's default paths (e.g. a read-only mount).
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/libcuda.so.1" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+  done
+fi
+# cuBLAS for GEMM baselines: a CUDA install or pip's nvidia-cublas packages.
+if [ -z "${FERROKERN_CUBLAS:-}" ]; then
+  FERROKERN_CUBLAS="$(ls /usr/local/cuda/lib64/libcublas.so* /opt/torch/.venv/lib/python*/site-packages/nvidia/cublas/lib/libcublas.so* \
+    /usr/local/lib/python3*/dist-packages/nvidia/cublas/lib/libcublas.so* 2>/dev/null | head -n 1 || true)"
+  export FERROKERN_CUBLAS
+fi
+export FERROKERN_REQUIRE_GPU=1
+summary=()
+status=0
+cd "$out"
+for t in "$here"/tests/*; do
+  name="$(basename "$t")"
+  if "$t" --test-threads=1 >"$out/test-$name.log" 2>&1; then res=pass; else res=FAIL; status=1; fi
+  summary+=("test $name: $res ($(grep -E '^test result' "$out/test-$name.log" | tail -n 1))")
+done
+if command -v compute-sanitizer >/dev/null 2>&1 && [ "${SANITIZE:-1}" = 1 ]; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 86 "$here/tests/elementwise" --test-threads=1 gpu_and_emulator_agree \
+      >"$out/sanitizer-$tool.log" 2>&1
+    summary+=("compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$out/sanitizer-$tool.log" | tail -n 1))")
+  done
+else
+  summary+=("compute-sanitizer: not found or SANITIZE=0")
+fi
+"$here/ferrokern" info --sass >"$out/info.txt" 2>&1 || status=1
+"$here/ferrokern" bench --json "$out/bench.json" >"$out/bench.txt" 2>"$out/bench.err" || status=1
+for b in "$here"/benches/*; do
+  "$b" --bench --warm-up-time 1 --measurement-time 2 >"$out/criterion-$(basename "$b").log" 2>&1 || status=1
+done
+echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1))"
+printf '%s\n' "${summary[@]}"
+echo "== bench"
+cat "$out/bench.txt"
+exit $status
+RUN
+chmod +x "$bundle/run.sh"
+du -sh "$bundle"

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Regenerates the README's results section from the newest results/*.json (written by
+`ferrokern bench --json` on a GPU run). Tables are generated, never typed.
+Usage: scripts/results_table.py [--check]   (--check: exit 1 if the README is stale)"""
+import glob
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def render():
+    files = sorted(glob.glob(os.path.join(ROOT, "results", "*.json")))
+    if not files:
+        return ("No GPU run has been recorded yet: every number here will come from a "
+                "`ferrokern bench --json` run on a GPU, committed under `results/`.\n")
+    path = files[-1]
+    doc = json.load(open(path))
+    out = [f"From `{os.path.relpath(path, ROOT)}`: {doc['gpu']} (sm_{doc['compute_capability'].replace('.', '')}), "
+           f"driver CUDA {doc['driver_cuda_version']}, {doc['date']}, command `{doc['command']}`. "
+           f"Median of {doc['reps']} runs; ratio = kernel throughput / baseline throughput measured in the same run.\n",
+           "| family | op | version | shape | dtype | median ms | GB/s | baseline | ratio |",
+           "|---|---|---|---|---|---:|---:|---|---:|"]
+    for m in doc["measurements"]:
+        out.append(f"| {m['family']} | {m['op']} | {m['version']} | {m['shape']} | {m['dtype']} | "
+                   f"{m['median_ms']:.4f} | {m['gbps']:.1f} | {m['baseline']} | {m['ratio']:.3f} |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    readme = os.path.join(ROOT, "README.md")
+    text = open(readme).read()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + BEGIN + "\n" + render() + END + tail
+    if "--check" in sys.argv:
+        sys.exit(0 if new == text else 1)
+    open(readme, "w").write(new)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,566 @@
+//! `ferrokern`: bench every kernel against its baseline, verify any op on any shape, and show
+//! what the build contains (`info`). Exit codes: 0 success, 1 a failed check, 2 bad arguments.
+
+use clap::{Args, Parser, Subcommand};
+use ferrokern::bench::{self, Measurement};
+use ferrokern::elementwise::Op;
+use ferrokern::verify::{self, ElementwiseCase, Values};
+use ferrokern::{BackendChoice, Context, DType, info};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "ferrokern",
+    version,
+    about = "GPU kernels in Rust: benchmark, verify, inspect"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+// Parsed once per process; boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Cmd {
+    /// Every kernel against its baseline on the GPU; without one, the emulator's correctness
+    /// sweep and the PTX resource table.
+    Bench(BenchArgs),
+    /// Run one op on fresh random inputs and compare with the f64 reference.
+    Verify(VerifyArgs),
+    /// Devices, embedded PTX, and per-kernel resources from ptxas.
+    Info {
+        /// Add each kernel's SASS instruction mix (nvdisasm).
+        #[arg(long)]
+        sass: bool,
+    },
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Write every measurement as JSON.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Only kernels whose op name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// The op: axpy, scale, add, mul, gelu, silu, swiglu (more as families land).
+    op: String,
+    #[arg(long)]
+    len: Option<usize>,
+    #[arg(long)]
+    rows: Option<usize>,
+    #[arg(long)]
+    cols: Option<usize>,
+    #[arg(long)]
+    m: Option<usize>,
+    #[arg(long)]
+    n: Option<usize>,
+    #[arg(long)]
+    k: Option<usize>,
+    #[arg(long)]
+    trans_a: bool,
+    #[arg(long)]
+    trans_b: bool,
+    #[arg(long)]
+    batch: Option<usize>,
+    #[arg(long)]
+    alpha: Option<f32>,
+    #[arg(long)]
+    beta: Option<f32>,
+    #[arg(long)]
+    heads: Option<usize>,
+    #[arg(long)]
+    kv_heads: Option<usize>,
+    #[arg(long)]
+    seq_q: Option<usize>,
+    #[arg(long)]
+    seq_k: Option<usize>,
+    #[arg(long)]
+    head_dim: Option<usize>,
+    #[arg(long)]
+    causal: bool,
+    #[arg(long)]
+    page_size: Option<usize>,
+    #[arg(long)]
+    context: Option<usize>,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
+    /// Seed for the inputs (printed either way, so any run can be repeated).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Shift every view this many elements from its allocation (misaligned views).
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Include zeros, NaN and infinities in the inputs.
+    #[arg(long)]
+    specials: bool,
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    match s {
+        "f32" => Ok(DType::F32),
+        "f16" => Ok(DType::F16),
+        "bf16" => Ok(DType::BF16),
+        other => Err(format!("unknown dtype `{other}`: use f32, f16 or bf16")),
+    }
+}
+
+fn bad_args(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
+}
+
+fn run_verify(a: VerifyArgs) -> ExitCode {
+    let Some(op) = Op::from_name(&a.op) else {
+        if let Some((_, issue)) = verify::PLANNED.iter().find(|(n, _)| *n == a.op) {
+            return bad_args(format!(
+                "op `{}` is not implemented yet ({issue}); available: {}",
+                a.op,
+                verify::AVAILABLE.join(", ")
+            ));
+        }
+        return bad_args(format!(
+            "unknown op `{}`; available: {}",
+            a.op,
+            verify::AVAILABLE.join(", ")
+        ));
+    };
+    let dtype = match parse_dtype(&a.dtype) {
+        Ok(d) => d,
+        Err(m) => return bad_args(m),
+    };
+    let Some(len) = a.len else {
+        return bad_args(format!("`{}` needs --len N (the number of elements)", a.op));
+    };
+    let stray: Vec<&str> = [
+        ("--rows", a.rows.is_some()),
+        ("--cols", a.cols.is_some()),
+        ("--m", a.m.is_some()),
+        ("--n", a.n.is_some()),
+        ("--k", a.k.is_some()),
+        ("--trans-a", a.trans_a),
+        ("--trans-b", a.trans_b),
+        ("--batch", a.batch.is_some()),
+        ("--alpha", a.alpha.is_some()),
+        ("--beta", a.beta.is_some()),
+        ("--heads", a.heads.is_some()),
+        ("--kv-heads", a.kv_heads.is_some()),
+        ("--seq-q", a.seq_q.is_some()),
+        ("--seq-k", a.seq_k.is_some()),
+        ("--head-dim", a.head_dim.is_some()),
+        ("--causal", a.causal),
+        ("--page-size", a.page_size.is_some()),
+        ("--context", a.context.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`{}` is elementwise and takes only --len; remove {}",
+            a.op,
+            stray.join(", ")
+        ));
+    }
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let values = if a.specials {
+        Values::WithSpecials
+    } else {
+        Values::Finite
+    };
+    println!(
+        "verify {} len={len} dtype={} backend={} seed={seed} offset={}",
+        op.name(),
+        dtype.name(),
+        ctx.backend(),
+        a.offset
+    );
+    let case = ElementwiseCase {
+        op,
+        dtype,
+        len,
+        seed,
+        offset: a.offset,
+        values,
+    };
+    match verify::elementwise(&ctx, &case) {
+        Ok(report) => {
+            println!("{report}");
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
+        Err(e) => {
+            println!("FAIL error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn print_ptx_table() -> bool {
+    let Some(ptxas) = info::find_tool("ptxas") else {
+        println!(
+            "PTX resources: ptxas not found (run scripts/setup.sh, or put CUDA's ptxas on PATH)"
+        );
+        return true;
+    };
+    let mut ok = true;
+    println!(
+        "{:<6} {:<22} {:>5} {:>9} {:>7} {:>7}",
+        "arch", "kernel", "regs", "static smem B", "spill B", "stack B"
+    );
+    for (arch, ptx) in ferrokern::PTX {
+        match info::ptxas(&ptxas, arch, ptx) {
+            Ok((rows, cubin)) => {
+                let _ = std::fs::remove_file(cubin);
+                for r in rows {
+                    println!(
+                        "{:<6} {:<22} {:>5} {:>13} {:>7} {:>7}",
+                        r.arch,
+                        r.kernel,
+                        r.registers,
+                        r.shared_bytes,
+                        r.spill_store_bytes + r.spill_load_bytes,
+                        r.stack_bytes
+                    );
+                }
+            }
+            Err(e) => {
+                println!("{e}");
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+fn run_info(sass: bool) -> ExitCode {
+    match ferrokern::context(BackendChoice::Gpu) {
+        Ok(ctx) => {
+            let d = ctx.device_info().expect("GPU context");
+            println!(
+                "device 0: {} (sm_{}{}), {} SMs, {:.0} GB, SM clock {} MHz, memory clock {} MHz x {} bit, driver CUDA {}.{}; loaded PTX {}",
+                d.name,
+                d.major,
+                d.minor,
+                d.sm_count,
+                d.total_memory as f64 / 1e9,
+                d.clock_khz / 1000,
+                d.memory_clock_khz / 1000,
+                d.memory_bus_bits,
+                d.driver_version / 1000,
+                (d.driver_version % 1000) / 10,
+                d.ptx_arch
+            );
+        }
+        Err(e) => println!("devices: none usable ({e})"),
+    }
+    for (arch, ptx) in ferrokern::PTX {
+        let version = ptx
+            .lines()
+            .find(|l| l.starts_with(".version"))
+            .unwrap_or(".version ?");
+        println!(
+            "embedded PTX {arch}: {} bytes, {}, {} entry points",
+            ptx.len(),
+            version,
+            ptx.matches(".entry").count()
+        );
+    }
+    let mut ok = print_ptx_table();
+    if sass {
+        match (info::find_tool("ptxas"), info::find_tool("nvdisasm")) {
+            (Some(ptxas), Some(nvdisasm)) => {
+                for (arch, ptx) in ferrokern::PTX {
+                    let Ok((_, cubin)) = info::ptxas(&ptxas, arch, ptx) else {
+                        continue;
+                    };
+                    match info::sass_mix(&nvdisasm, &cubin) {
+                        Ok(mix) => {
+                            println!("\nSASS instruction mix, {arch}:");
+                            print!("{:<22}", "kernel");
+                            for c in info::SASS_CLASSES {
+                                print!(" {c:>8}");
+                            }
+                            println!();
+                            for (k, m) in mix {
+                                print!("{k:<22}");
+                                for c in info::SASS_CLASSES {
+                                    print!(" {:>8}", m.get(c).copied().unwrap_or(0));
+                                }
+                                println!();
+                            }
+                        }
+                        Err(e) => {
+                            println!("{e}");
+                            ok = false;
+                        }
+                    }
+                    let _ = std::fs::remove_file(cubin);
+                }
+            }
+            _ => println!("--sass: ptxas and nvdisasm are needed (run scripts/setup.sh)"),
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The correctness sweep the bench runs where it cannot time anything: every op and dtype at
+/// odd and larger lengths, aligned and misaligned, on the emulator.
+fn emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
+    const LENS: &[usize] = &[1, 7, 33, 1023, 4097, 65_537];
+    println!(
+        "{:<8} {:<5} {:>7} {:>6} {:>11} {:>11}  result",
+        "op", "dtype", "len", "offset", "max_rel", "elem/s"
+    );
+    let mut all_ok = true;
+    let (mut count, mut failed) = (0, 0);
+    for op in Op::ALL
+        .into_iter()
+        .filter(|o| filter.is_none_or(|f| o.name().contains(f)))
+    {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            for &len in LENS {
+                for offset in [0, 1] {
+                    let case = ElementwiseCase {
+                        op,
+                        dtype,
+                        len,
+                        seed: 1000 + len as u64,
+                        offset,
+                        values: Values::WithSpecials,
+                    };
+                    let t = Instant::now();
+                    let r = verify::elementwise(ctx, &case);
+                    let rate = len as f64 / t.elapsed().as_secs_f64();
+                    count += 1;
+                    match r {
+                        Ok(rep) => {
+                            all_ok &= rep.passed();
+                            failed += !rep.passed() as usize;
+                            if len >= 4097 || !rep.passed() {
+                                println!(
+                                    "{:<8} {:<5} {:>7} {:>6} {:>11.2e} {:>11.2e}  {}",
+                                    op.name(),
+                                    dtype.name(),
+                                    len,
+                                    offset,
+                                    rep.max_rel_err,
+                                    rate,
+                                    if rep.passed() {
+                                        "PASS".to_string()
+                                    } else {
+                                        rep.to_string()
+                                    }
+                                );
+                            }
+                        }
+                        Err(e) => {
+                            all_ok = false;
+                            failed += 1;
+                            println!(
+                                "{:<8} {:<5} {:>7} {:>6}  ERROR {e}",
+                                op.name(),
+                                dtype.name(),
+                                len,
+                                offset
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "emulator sweep: {} passed, {failed} failed (rows shown: len >= 4097 and failures)",
+        count - failed
+    );
+    all_ok
+}
+
+fn print_measurements(rows: &[Measurement]) {
+    println!(
+        "{:<12} {:<8} {:<4} {:<12} {:<5} {:>10} {:>9} {:>10} {:>7}",
+        "family", "op", "ver", "shape", "dtype", "median ms", "GB/s", "copy GB/s", "ratio"
+    );
+    for m in rows {
+        println!(
+            "{:<12} {:<8} {:<4} {:<12} {:<5} {:>10.4} {:>9.1} {:>10.1} {:>7.3}",
+            m.family,
+            m.op,
+            m.version,
+            m.shape,
+            m.dtype,
+            m.median_ms,
+            m.gbps,
+            m.baseline_gbps,
+            m.ratio
+        );
+    }
+}
+
+fn run_bench(a: BenchArgs) -> ExitCode {
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let filter = a.filter.as_deref();
+    let Some(dev) = ctx.device_info().cloned() else {
+        let why = ferrokern::context(BackendChoice::Gpu).err().map_or_else(
+            || "the emulator backend was chosen".to_string(),
+            |e| e.to_string(),
+        );
+        println!("No GPU: {why}");
+        println!(
+            "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
+        );
+        let ok = emulator_sweep(&ctx, filter);
+        println!();
+        let ptx_ok = print_ptx_table();
+        return if ok && ptx_ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        };
+    };
+    println!(
+        "ferrokern bench {}: {} (sm_{}{}, {} SMs, SM clock {} MHz, memory {} MHz x {} bit), driver CUDA {}.{}, PTX {}",
+        today(),
+        dev.name,
+        dev.major,
+        dev.minor,
+        dev.sm_count,
+        dev.clock_khz / 1000,
+        dev.memory_clock_khz / 1000,
+        dev.memory_bus_bits,
+        dev.driver_version / 1000,
+        (dev.driver_version % 1000) / 10,
+        dev.ptx_arch
+    );
+    println!(
+        "times: median of {} runs after {} warm-up, CUDA events, L2 flushed before each run\n",
+        bench::REPS,
+        bench::WARMUP
+    );
+    let mut rows = Vec::new();
+    let mut ok = true;
+    for op in Op::ALL
+        .into_iter()
+        .filter(|o| filter.is_none_or(|f| o.name().contains(f)))
+    {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            // Check before timing: a fast wrong kernel is not a result.
+            let case = ElementwiseCase {
+                op,
+                dtype,
+                len: 1 << 20 | 3,
+                seed: 5,
+                offset: 0,
+                values: Values::WithSpecials,
+            };
+            match verify::elementwise(&ctx, &case) {
+                Ok(r) if r.passed() => {}
+                Ok(r) => {
+                    println!("{} {}: {r}", op.name(), dtype.name());
+                    ok = false;
+                    continue;
+                }
+                Err(e) => {
+                    println!("{} {}: {e}", op.name(), dtype.name());
+                    return ExitCode::from(1);
+                }
+            }
+            for &n in bench::ELEMENTWISE_LENS {
+                eprint!("\r  measuring {} {} n={n}        ", op.name(), dtype.name());
+                match bench::elementwise(&ctx, op, dtype, n) {
+                    Ok(m) => rows.push(m),
+                    Err(e) => {
+                        println!("{} {} n={n}: {e}", op.name(), dtype.name());
+                        ok = false;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!();
+    print_measurements(&rows);
+    if let Some(path) = a.json {
+        let doc = serde_json::json!({
+            "date": today(),
+            "gpu": dev.name,
+            "compute_capability": format!("{}.{}", dev.major, dev.minor),
+            "sm_count": dev.sm_count,
+            "sm_clock_mhz": dev.clock_khz / 1000,
+            "memory_clock_mhz": dev.memory_clock_khz / 1000,
+            "driver_cuda_version": format!("{}.{}", dev.driver_version / 1000, (dev.driver_version % 1000) / 10),
+            "ptx_arch": dev.ptx_arch,
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "reps": bench::REPS,
+            "measurements": rows,
+        });
+        if let Err(e) = std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).expect("serializable"),
+        ) {
+            println!("writing {}: {e}", path.display());
+            ok = false;
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Bench(a) => run_bench(a),
+        Cmd::Verify(a) => run_verify(a),
+        Cmd::Info { sass } => run_info(sass),
+    }
+}
