@@ -4,8 +4,10 @@
 use clap::{Args, Parser, Subcommand};
 use ferrokern::bench::{self, Measurement};
 use ferrokern::elementwise::Op;
+use ferrokern::gpu_kernels::elementwise::ElementwiseParams;
+use ferrokern::gpu_kernels::selftest;
 use ferrokern::verify::{self, ElementwiseCase, Values};
-use ferrokern::{BackendChoice, Context, DType, info};
+use ferrokern::{BackendChoice, Context, DType, KernelDef, info};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -104,6 +106,10 @@ struct VerifyArgs {
     /// Include zeros, NaN and infinities in the inputs.
     #[arg(long)]
     specials: bool,
+    /// Run a deliberately broken self-test kernel instead of the op's own, to show that
+    /// `verify` really fails a wrong kernel (hidden: not for users).
+    #[arg(long, hide = true)]
+    kernel: Option<String>,
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -113,6 +119,32 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
         "bf16" => Ok(DType::BF16),
         other => Err(format!("unknown dtype `{other}`: use f32, f16 or bf16")),
     }
+}
+
+/// The broken variant `--kernel` names. Only scale f32 has them, so anything else is refused
+/// rather than silently running the shipped kernel.
+fn selftest_kernel(
+    name: &str,
+    op: Op,
+    dtype: DType,
+) -> Result<&'static KernelDef<ElementwiseParams<f32>>, String> {
+    let def = match name {
+        "bug_scale_no_tail" => &selftest::BUG_SCALE_NO_TAIL,
+        "bug_scale_bf16_math" => &selftest::BUG_SCALE_BF16_MATH,
+        other => {
+            return Err(format!(
+                "unknown --kernel `{other}`: use bug_scale_no_tail or bug_scale_bf16_math"
+            ));
+        }
+    };
+    if op != Op::Scale || dtype != DType::F32 {
+        return Err(format!(
+            "--kernel {name} is a variant of scale over f32; run it as `verify scale --dtype f32`, not {} {}",
+            op.name(),
+            dtype.name()
+        ));
+    }
+    Ok(def)
 }
 
 fn bad_args(msg: impl std::fmt::Display) -> ExitCode {
@@ -172,6 +204,11 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
             stray.join(", ")
         ));
     }
+    let kernel = match a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)) {
+        None => None,
+        Some(Ok(def)) => Some(def),
+        Some(Err(m)) => return bad_args(m),
+    };
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -193,6 +230,12 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         ctx.backend(),
         a.offset
     );
+    if let Some(def) = kernel {
+        println!(
+            "kernel {} (a deliberately broken self-test variant)",
+            def.name
+        );
+    }
     let case = ElementwiseCase {
         op,
         dtype,
@@ -201,7 +244,11 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         offset: a.offset,
         values,
     };
-    match verify::elementwise(&ctx, &case) {
+    let result = match kernel {
+        Some(def) => verify::elementwise_with::<f32>(&ctx, &case, def),
+        None => verify::elementwise(&ctx, &case),
+    };
+    match result {
         Ok(report) => {
             println!("{report}");
             if report.passed() {

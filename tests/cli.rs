@@ -1,0 +1,293 @@
+//! The `ferrokern` binary as a user runs it: `verify` passes real kernels, fails a broken
+//! one with exit 1, and refuses bad arguments with exit 2 and a message saying what to do.
+//! Everything runs on the emulator, so these hold on machines without a GPU.
+
+use std::process::Command;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn last_line(&self) -> &str {
+        self.stdout.lines().last().unwrap_or("")
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+fn ferrokern(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrokern"))
+        .args(args)
+        // A stray FERROKERN_BACKEND in the caller's environment must not change what runs.
+        .env_remove("FERROKERN_BACKEND")
+        .output()
+        .expect("the ferrokern binary runs");
+    Run {
+        // A signal (no code) is a crash, which no case here expects.
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn verify(args: &[&str]) -> Run {
+    let mut all = vec!["verify"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--backend", "emulator", "--seed", "42"]);
+    ferrokern(&all)
+}
+
+fn assert_pass(args: &[&str]) {
+    let r = verify(args);
+    assert_eq!(r.code, 0, "verify {args:?}: {r}");
+    assert!(
+        r.last_line().starts_with("PASS max_abs_err="),
+        "verify {args:?}: last line is not a PASS: {r}"
+    );
+    assert!(
+        r.stdout.contains("backend=emulator"),
+        "verify {args:?}: {r}"
+    );
+}
+
+/// Exit 2, no PASS/FAIL verdict, and every `needles` in the message on stderr.
+fn assert_refused(args: &[&str], needles: &[&str]) {
+    let r = ferrokern(args);
+    assert_eq!(
+        r.code, 2,
+        "{args:?} should be refused as bad arguments: {r}"
+    );
+    assert!(
+        !r.stdout.contains("PASS") && !r.stdout.contains("FAIL"),
+        "{args:?}: a refused command must not run anything: {r}"
+    );
+    for n in needles {
+        assert!(
+            r.stderr.contains(n),
+            "{args:?}: stderr should mention `{n}`: {r}"
+        );
+    }
+}
+
+#[test]
+fn verify_passes_gelu_bf16_misaligned_with_specials() {
+    assert_pass(&[
+        "gelu",
+        "--dtype",
+        "bf16",
+        "--len",
+        "4097",
+        "--offset",
+        "1",
+        "--specials",
+    ]);
+}
+
+#[test]
+fn verify_passes_axpy_f32_single_element() {
+    assert_pass(&["axpy", "--dtype", "f32", "--len", "1"]);
+}
+
+#[test]
+fn verify_passes_swiglu_f16_past_a_power_of_two() {
+    assert_pass(&["swiglu", "--dtype", "f16", "--len", "65537"]);
+}
+
+#[test]
+fn verify_passes_every_op_at_an_odd_length() {
+    for op in ["axpy", "scale", "add", "mul", "gelu", "silu", "swiglu"] {
+        for dtype in ["f32", "f16", "bf16"] {
+            assert_pass(&[op, "--dtype", dtype, "--len", "1023", "--specials"]);
+        }
+    }
+}
+
+#[test]
+fn verify_passes_empty_and_default_dtype() {
+    // Length 0 launches nothing and must still report a verdict, not an error.
+    assert_pass(&["silu", "--len", "0"]);
+    // --dtype defaults to f32.
+    assert_pass(&["mul", "--len", "33", "--offset", "3"]);
+}
+
+#[test]
+fn verify_prints_the_seed_so_a_run_can_be_repeated() {
+    let r = verify(&["add", "--len", "7"]);
+    assert_eq!(r.code, 0, "{r}");
+    assert!(r.stdout.contains("seed=42"), "{r}");
+}
+
+#[test]
+fn verify_fails_a_kernel_that_skips_its_tail() {
+    let r = verify(&[
+        "scale",
+        "--dtype",
+        "f32",
+        "--len",
+        "1023",
+        "--kernel",
+        "bug_scale_no_tail",
+    ]);
+    assert_eq!(r.code, 1, "{r}");
+    assert!(r.last_line().starts_with("FAIL"), "{r}");
+    assert!(r.last_line().contains("first_bad_index=1020"), "{r}");
+    assert!(r.last_line().contains("not written"), "{r}");
+}
+
+#[test]
+fn verify_fails_a_kernel_with_low_precision_math() {
+    let r = verify(&["scale", "--len", "4097", "--kernel", "bug_scale_bf16_math"]);
+    assert_eq!(r.code, 1, "{r}");
+    assert!(r.last_line().starts_with("FAIL"), "{r}");
+    assert!(r.last_line().contains("outside tolerance"), "{r}");
+}
+
+#[test]
+fn kernel_override_is_hidden_from_help() {
+    let r = ferrokern(&["verify", "--help"]);
+    assert_eq!(r.code, 0, "{r}");
+    assert!(r.stdout.contains("--len"), "{r}");
+    assert!(!r.stdout.contains("--kernel"), "{r}");
+}
+
+#[test]
+fn refuses_an_unknown_op_and_lists_the_available_ones() {
+    assert_refused(
+        &["verify", "gleu", "--len", "8", "--backend", "emulator"],
+        &["unknown op `gleu`", "available:", "gelu", "swiglu"],
+    );
+}
+
+#[test]
+fn refuses_planned_ops_naming_the_issue() {
+    for (op, issue) in [("softmax", "issue 4"), ("gemm", "issues 5 and 6")] {
+        assert_refused(
+            &["verify", op, "--len", "8", "--backend", "emulator"],
+            &[op, "not implemented yet", issue, "available:"],
+        );
+    }
+}
+
+#[test]
+fn refuses_a_missing_len() {
+    assert_refused(
+        &["verify", "gelu", "--backend", "emulator"],
+        &["needs --len"],
+    );
+}
+
+#[test]
+fn refuses_a_bad_dtype() {
+    assert_refused(
+        &[
+            "verify",
+            "gelu",
+            "--len",
+            "8",
+            "--dtype",
+            "f64",
+            "--backend",
+            "emulator",
+        ],
+        &["unknown dtype `f64`", "f32, f16 or bf16"],
+    );
+}
+
+#[test]
+fn refuses_shape_flags_an_elementwise_op_does_not_take() {
+    assert_refused(
+        &[
+            "verify",
+            "add",
+            "--len",
+            "8",
+            "--rows",
+            "4",
+            "--causal",
+            "--backend",
+            "emulator",
+        ],
+        &["takes only --len", "remove --rows, --causal"],
+    );
+}
+
+#[test]
+fn refuses_a_bad_backend() {
+    assert_refused(
+        &["verify", "gelu", "--len", "8", "--backend", "tpu"],
+        &["tpu", "auto, gpu or emulator"],
+    );
+}
+
+#[test]
+fn refuses_an_unknown_flag() {
+    assert_refused(
+        &[
+            "verify",
+            "gelu",
+            "--len",
+            "8",
+            "--lenght",
+            "9",
+            "--backend",
+            "emulator",
+        ],
+        &["--lenght"],
+    );
+}
+
+#[test]
+fn refuses_kernel_overrides_that_do_not_exist_or_do_not_fit() {
+    assert_refused(
+        &[
+            "verify",
+            "scale",
+            "--len",
+            "8",
+            "--kernel",
+            "bug_oob",
+            "--backend",
+            "emulator",
+        ],
+        &["unknown --kernel `bug_oob`", "bug_scale_no_tail"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "scale",
+            "--len",
+            "8",
+            "--dtype",
+            "bf16",
+            "--kernel",
+            "bug_scale_no_tail",
+            "--backend",
+            "emulator",
+        ],
+        &["scale over f32", "not scale bf16"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "gelu",
+            "--len",
+            "8",
+            "--kernel",
+            "bug_scale_bf16_math",
+            "--backend",
+            "emulator",
+        ],
+        &["scale over f32", "not gelu f32"],
+    );
+}
