@@ -1,0 +1,922 @@
+//! Every way to call the public API wrongly that the API can detect, one named case each: the
+//! call must come back as the right typed error, with a message that says what to fix, must
+//! not panic, and must not launch or write anything. A refused call that still ran (or half
+//! ran) a kernel would corrupt data silently on the GPU, where nothing checks bounds.
+//!
+//! Everything runs on the emulator, whose fresh allocations are 0xFF bytes: an output that
+//! still holds them was never written.
+//!
+//! A case lists the words its message must contain. Where today's message states the remedy
+//! ("must have the same length", "pass no second input", "allocate every buffer ...") the case
+//! asks for it; where it only locates the problem (view ranges, `copy_from_host` and `copy`
+//! lengths, an alloc that overflows) the case asks for the numbers that locate it, so a
+//! message that loses them fails here.
+
+use ferrokern::elementwise::{self as ew, Op};
+use ferrokern::gpu_kernels::Element;
+use ferrokern::gpu_kernels::selftest::{
+    self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams,
+};
+use ferrokern::{Context, DeviceBuffer, Dim3, Error, Float, KernelDef, LaunchConfig, Result};
+use half::{bf16, f16};
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The error variant a case must produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Want {
+    Invalid,
+    WrongContext,
+    OutOfMemory,
+}
+
+impl Want {
+    fn matches(self, e: &Error) -> bool {
+        match self {
+            Want::Invalid => matches!(e, Error::InvalidArgument { .. }),
+            Want::WrongContext => matches!(e, Error::WrongContext { .. }),
+            Want::OutOfMemory => matches!(e, Error::OutOfMemory { .. }),
+        }
+    }
+}
+
+/// What a case's call returned, and what it changed that a refused call must leave alone.
+struct Outcome {
+    result: Result<()>,
+    written: Vec<String>,
+}
+
+fn outcome<R>(result: Result<R>, checks: impl IntoIterator<Item = Option<String>>) -> Outcome {
+    Outcome {
+        result: result.map(drop),
+        written: checks.into_iter().flatten().collect(),
+    }
+}
+
+struct Case {
+    name: &'static str,
+    want: Want,
+    /// Words the message must contain: the call's name and what to change.
+    fix: Vec<&'static str>,
+    run: Box<dyn Fn() -> Outcome>,
+}
+
+fn case(
+    name: &'static str,
+    want: Want,
+    fix: &[&'static str],
+    run: impl Fn() -> Outcome + 'static,
+) -> Case {
+    Case {
+        name,
+        want,
+        fix: fix.to_vec(),
+        run: Box::new(run),
+    }
+}
+
+/// `None` while every element of `b` has the bits `bits`; otherwise the first that changed.
+fn still<T: Float>(what: &str, b: &DeviceBuffer<T>, bits: u32) -> Option<String> {
+    match b.to_host() {
+        Err(e) => Some(format!("{what}: cannot read it back: {e}")),
+        Ok(v) => v.iter().position(|x| x.to_bits32() != bits).map(|i| {
+            format!(
+                "{what}[{i}] was written: bits {:#x}, expected {bits:#x}",
+                v[i].to_bits32()
+            )
+        }),
+    }
+}
+
+/// `None` while `b` still holds the emulator's fresh-allocation fill (all bytes 0xFF).
+fn still_fresh<T: Float>(what: &str, b: &DeviceBuffer<T>) -> Option<String> {
+    still(what, b, u32::MAX >> (32 - 8 * size_of::<T>()))
+}
+
+/// Ranges built at run time, so that inverted ones read as data, not as a typo.
+fn range(start: usize, end: usize) -> Range<usize> {
+    start..end
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise ops: every op x dtype x way to get the views wrong.
+
+/// How an elementwise call is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Way {
+    /// The (first) input is one element shorter than the output.
+    InputShorter,
+    /// The output is one element shorter than the inputs.
+    OutputShorter,
+    /// Two-input ops: the second input is one element shorter. One-input ops and axpy
+    /// (whose y is its output): a second input passed through `launch_with`.
+    SecondInput,
+    /// Two-input ops through `launch_with`: the second input left out.
+    MissingSecond,
+    /// The (first) input was allocated by another context.
+    ForeignBuffer,
+    /// The output is a view into a buffer of another context.
+    ForeignView,
+    /// Every buffer is from one context; the call is made on another.
+    ForeignContext,
+}
+
+const ELEMS: usize = 37;
+
+fn two_inputs(op: Op) -> bool {
+    op.inputs() == 2 && op != Op::Axpy
+}
+
+impl Way {
+    /// How the case's name describes this way, so names and rows cannot drift apart.
+    fn words(self, op: Op) -> &'static str {
+        match self {
+            Way::InputShorter => "input shorter than output",
+            Way::OutputShorter => "output shorter than input",
+            Way::SecondInput if two_inputs(op) => "second input shorter",
+            Way::SecondInput => "stray second input",
+            Way::MissingSecond => "missing second input",
+            Way::ForeignBuffer => "input from another context",
+            Way::ForeignView => "output view of another context's buffer",
+            Way::ForeignContext => "called on another context",
+        }
+    }
+
+    fn expect(self, op: Op) -> (Want, Vec<&'static str>) {
+        let name = op.name();
+        match self {
+            Way::InputShorter | Way::OutputShorter => {
+                (Want::Invalid, vec![name, "must have the same length"])
+            }
+            Way::SecondInput if two_inputs(op) => {
+                (Want::Invalid, vec![name, "must have the same length"])
+            }
+            Way::SecondInput => (Want::Invalid, vec![name, "pass no second input"]),
+            Way::MissingSecond => (Want::Invalid, vec![name, "needs a second input"]),
+            Way::ForeignBuffer | Way::ForeignView | Way::ForeignContext => (
+                Want::WrongContext,
+                vec![
+                    name,
+                    "allocate every buffer of a call with the context that runs it",
+                ],
+            ),
+        }
+    }
+}
+
+/// The op through its own typed function, as a user calls it.
+fn typed<T: Float>(
+    ctx: &Context,
+    op: Op,
+    a: ferrokern::BufRef<'_, T>,
+    b: ferrokern::BufRef<'_, T>,
+    out: ferrokern::BufMut<'_, T>,
+) -> Result<()> {
+    match op {
+        Op::Axpy => ew::axpy(ctx, 0.5, a, out),
+        Op::Scale => ew::scale(ctx, 0.5, a, out),
+        Op::Add => ew::add(ctx, a, b, out),
+        Op::Mul => ew::mul(ctx, a, b, out),
+        Op::Gelu => ew::gelu(ctx, a, out),
+        Op::Silu => ew::silu(ctx, a, out),
+        Op::Swiglu => ew::swiglu(ctx, a, b, out),
+    }
+}
+
+fn elementwise_case<T: Float>(op: Op, way: Way) -> Outcome {
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let input = |c: &Context, n: usize| c.upload(&vec![T::from_f64(1.5); n]).unwrap();
+    let len_a = if way == Way::InputShorter {
+        ELEMS - 1
+    } else {
+        ELEMS
+    };
+    let len_b = if way == Way::SecondInput && two_inputs(op) {
+        ELEMS - 1
+    } else {
+        ELEMS
+    };
+    let len_out = if way == Way::OutputShorter {
+        ELEMS - 1
+    } else {
+        ELEMS
+    };
+    let a = input(
+        if way == Way::ForeignBuffer {
+            &other
+        } else {
+            &ctx
+        },
+        len_a,
+    );
+    let b = input(&ctx, len_b);
+    let mut out = ctx.alloc::<T>(len_out).unwrap();
+    let mut foreign_out = other.alloc::<T>(ELEMS + 2).unwrap();
+    let call_ctx = if way == Way::ForeignContext {
+        &other
+    } else {
+        &ctx
+    };
+    let out_view = if way == Way::ForeignView {
+        foreign_out.view_mut(1..ELEMS + 1).unwrap()
+    } else {
+        out.as_view_mut()
+    };
+    let kernel = T::elementwise_kernel(op);
+    let result = match way {
+        Way::SecondInput if !two_inputs(op) => ew::launch_with(
+            call_ctx,
+            kernel,
+            op,
+            0.5,
+            a.as_view(),
+            Some(b.as_view()),
+            out_view,
+        ),
+        Way::MissingSecond => {
+            ew::launch_with(call_ctx, kernel, op, 0.5, a.as_view(), None, out_view)
+        }
+        _ => typed(call_ctx, op, a.as_view(), b.as_view(), out_view),
+    };
+    outcome(
+        result,
+        [
+            still_fresh("out", &out),
+            still_fresh("the other context's buffer", &foreign_out),
+        ],
+    )
+}
+
+/// One row per case: `"name" => Op dtype Way;`. The name must read `op dtype <way's words>`.
+macro_rules! elementwise_cases {
+    ($($name:literal => $op:ident $t:ident $way:ident;)*) => {
+        vec![$({
+            let (op, way) = (Op::$op, Way::$way);
+            assert_eq!(
+                $name,
+                format!("{} {} {}", op.name(), <$t as Element>::NAME, way.words(op)),
+                "a case's name must say what it does"
+            );
+            let (want, fix) = way.expect(op);
+            (op, <$t as Element>::NAME, way, Case {
+                name: $name,
+                want,
+                fix,
+                run: Box::new(move || elementwise_case::<$t>(op, way)),
+            })
+        }),*]
+    };
+}
+
+fn elementwise_table() -> Vec<(Op, &'static str, Way, Case)> {
+    elementwise_cases! {
+        "axpy f32 input shorter than output" => Axpy f32 InputShorter;
+        "axpy f32 output shorter than input" => Axpy f32 OutputShorter;
+        "axpy f32 stray second input" => Axpy f32 SecondInput;
+        "axpy f32 input from another context" => Axpy f32 ForeignBuffer;
+        "axpy f32 output view of another context's buffer" => Axpy f32 ForeignView;
+        "axpy f32 called on another context" => Axpy f32 ForeignContext;
+        "axpy f16 input shorter than output" => Axpy f16 InputShorter;
+        "axpy f16 output shorter than input" => Axpy f16 OutputShorter;
+        "axpy f16 stray second input" => Axpy f16 SecondInput;
+        "axpy f16 input from another context" => Axpy f16 ForeignBuffer;
+        "axpy f16 output view of another context's buffer" => Axpy f16 ForeignView;
+        "axpy bf16 input shorter than output" => Axpy bf16 InputShorter;
+        "axpy bf16 output shorter than input" => Axpy bf16 OutputShorter;
+        "axpy bf16 stray second input" => Axpy bf16 SecondInput;
+        "axpy bf16 input from another context" => Axpy bf16 ForeignBuffer;
+        "axpy bf16 output view of another context's buffer" => Axpy bf16 ForeignView;
+        "scale f32 input shorter than output" => Scale f32 InputShorter;
+        "scale f32 output shorter than input" => Scale f32 OutputShorter;
+        "scale f32 stray second input" => Scale f32 SecondInput;
+        "scale f32 input from another context" => Scale f32 ForeignBuffer;
+        "scale f32 output view of another context's buffer" => Scale f32 ForeignView;
+        "scale f32 called on another context" => Scale f32 ForeignContext;
+        "scale f16 input shorter than output" => Scale f16 InputShorter;
+        "scale f16 output shorter than input" => Scale f16 OutputShorter;
+        "scale f16 stray second input" => Scale f16 SecondInput;
+        "scale f16 input from another context" => Scale f16 ForeignBuffer;
+        "scale f16 output view of another context's buffer" => Scale f16 ForeignView;
+        "scale bf16 input shorter than output" => Scale bf16 InputShorter;
+        "scale bf16 output shorter than input" => Scale bf16 OutputShorter;
+        "scale bf16 stray second input" => Scale bf16 SecondInput;
+        "scale bf16 input from another context" => Scale bf16 ForeignBuffer;
+        "scale bf16 output view of another context's buffer" => Scale bf16 ForeignView;
+        "add f32 input shorter than output" => Add f32 InputShorter;
+        "add f32 output shorter than input" => Add f32 OutputShorter;
+        "add f32 second input shorter" => Add f32 SecondInput;
+        "add f32 input from another context" => Add f32 ForeignBuffer;
+        "add f32 output view of another context's buffer" => Add f32 ForeignView;
+        "add f32 missing second input" => Add f32 MissingSecond;
+        "add f32 called on another context" => Add f32 ForeignContext;
+        "add f16 input shorter than output" => Add f16 InputShorter;
+        "add f16 output shorter than input" => Add f16 OutputShorter;
+        "add f16 second input shorter" => Add f16 SecondInput;
+        "add f16 input from another context" => Add f16 ForeignBuffer;
+        "add f16 output view of another context's buffer" => Add f16 ForeignView;
+        "add f16 missing second input" => Add f16 MissingSecond;
+        "add bf16 input shorter than output" => Add bf16 InputShorter;
+        "add bf16 output shorter than input" => Add bf16 OutputShorter;
+        "add bf16 second input shorter" => Add bf16 SecondInput;
+        "add bf16 input from another context" => Add bf16 ForeignBuffer;
+        "add bf16 output view of another context's buffer" => Add bf16 ForeignView;
+        "add bf16 missing second input" => Add bf16 MissingSecond;
+        "mul f32 input shorter than output" => Mul f32 InputShorter;
+        "mul f32 output shorter than input" => Mul f32 OutputShorter;
+        "mul f32 second input shorter" => Mul f32 SecondInput;
+        "mul f32 input from another context" => Mul f32 ForeignBuffer;
+        "mul f32 output view of another context's buffer" => Mul f32 ForeignView;
+        "mul f32 missing second input" => Mul f32 MissingSecond;
+        "mul f32 called on another context" => Mul f32 ForeignContext;
+        "mul f16 input shorter than output" => Mul f16 InputShorter;
+        "mul f16 output shorter than input" => Mul f16 OutputShorter;
+        "mul f16 second input shorter" => Mul f16 SecondInput;
+        "mul f16 input from another context" => Mul f16 ForeignBuffer;
+        "mul f16 output view of another context's buffer" => Mul f16 ForeignView;
+        "mul f16 missing second input" => Mul f16 MissingSecond;
+        "mul bf16 input shorter than output" => Mul bf16 InputShorter;
+        "mul bf16 output shorter than input" => Mul bf16 OutputShorter;
+        "mul bf16 second input shorter" => Mul bf16 SecondInput;
+        "mul bf16 input from another context" => Mul bf16 ForeignBuffer;
+        "mul bf16 output view of another context's buffer" => Mul bf16 ForeignView;
+        "mul bf16 missing second input" => Mul bf16 MissingSecond;
+        "gelu f32 input shorter than output" => Gelu f32 InputShorter;
+        "gelu f32 output shorter than input" => Gelu f32 OutputShorter;
+        "gelu f32 stray second input" => Gelu f32 SecondInput;
+        "gelu f32 input from another context" => Gelu f32 ForeignBuffer;
+        "gelu f32 output view of another context's buffer" => Gelu f32 ForeignView;
+        "gelu f32 called on another context" => Gelu f32 ForeignContext;
+        "gelu f16 input shorter than output" => Gelu f16 InputShorter;
+        "gelu f16 output shorter than input" => Gelu f16 OutputShorter;
+        "gelu f16 stray second input" => Gelu f16 SecondInput;
+        "gelu f16 input from another context" => Gelu f16 ForeignBuffer;
+        "gelu f16 output view of another context's buffer" => Gelu f16 ForeignView;
+        "gelu bf16 input shorter than output" => Gelu bf16 InputShorter;
+        "gelu bf16 output shorter than input" => Gelu bf16 OutputShorter;
+        "gelu bf16 stray second input" => Gelu bf16 SecondInput;
+        "gelu bf16 input from another context" => Gelu bf16 ForeignBuffer;
+        "gelu bf16 output view of another context's buffer" => Gelu bf16 ForeignView;
+        "silu f32 input shorter than output" => Silu f32 InputShorter;
+        "silu f32 output shorter than input" => Silu f32 OutputShorter;
+        "silu f32 stray second input" => Silu f32 SecondInput;
+        "silu f32 input from another context" => Silu f32 ForeignBuffer;
+        "silu f32 output view of another context's buffer" => Silu f32 ForeignView;
+        "silu f32 called on another context" => Silu f32 ForeignContext;
+        "silu f16 input shorter than output" => Silu f16 InputShorter;
+        "silu f16 output shorter than input" => Silu f16 OutputShorter;
+        "silu f16 stray second input" => Silu f16 SecondInput;
+        "silu f16 input from another context" => Silu f16 ForeignBuffer;
+        "silu f16 output view of another context's buffer" => Silu f16 ForeignView;
+        "silu bf16 input shorter than output" => Silu bf16 InputShorter;
+        "silu bf16 output shorter than input" => Silu bf16 OutputShorter;
+        "silu bf16 stray second input" => Silu bf16 SecondInput;
+        "silu bf16 input from another context" => Silu bf16 ForeignBuffer;
+        "silu bf16 output view of another context's buffer" => Silu bf16 ForeignView;
+        "swiglu f32 input shorter than output" => Swiglu f32 InputShorter;
+        "swiglu f32 output shorter than input" => Swiglu f32 OutputShorter;
+        "swiglu f32 second input shorter" => Swiglu f32 SecondInput;
+        "swiglu f32 input from another context" => Swiglu f32 ForeignBuffer;
+        "swiglu f32 output view of another context's buffer" => Swiglu f32 ForeignView;
+        "swiglu f32 missing second input" => Swiglu f32 MissingSecond;
+        "swiglu f32 called on another context" => Swiglu f32 ForeignContext;
+        "swiglu f16 input shorter than output" => Swiglu f16 InputShorter;
+        "swiglu f16 output shorter than input" => Swiglu f16 OutputShorter;
+        "swiglu f16 second input shorter" => Swiglu f16 SecondInput;
+        "swiglu f16 input from another context" => Swiglu f16 ForeignBuffer;
+        "swiglu f16 output view of another context's buffer" => Swiglu f16 ForeignView;
+        "swiglu f16 missing second input" => Swiglu f16 MissingSecond;
+        "swiglu bf16 input shorter than output" => Swiglu bf16 InputShorter;
+        "swiglu bf16 output shorter than input" => Swiglu bf16 OutputShorter;
+        "swiglu bf16 second input shorter" => Swiglu bf16 SecondInput;
+        "swiglu bf16 input from another context" => Swiglu bf16 ForeignBuffer;
+        "swiglu bf16 output view of another context's buffer" => Swiglu bf16 ForeignView;
+        "swiglu bf16 missing second input" => Swiglu bf16 MissingSecond;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers, views, copies, allocation.
+
+/// Ten f32 elements in a fresh emulator context, and that context.
+fn ten() -> (Context, DeviceBuffer<f32>) {
+    let ctx = Context::emulator();
+    let b = ctx.alloc::<f32>(10).unwrap();
+    (ctx, b)
+}
+
+fn view_case(len: usize, r: Range<usize>) -> Outcome {
+    let ctx = Context::emulator();
+    let b = ctx.alloc::<f32>(len).unwrap();
+    let result = b.view(r).map(drop);
+    outcome(result, [still_fresh("buffer", &b)])
+}
+
+fn view_mut_case(len: usize, r: Range<usize>) -> Outcome {
+    let ctx = Context::emulator();
+    let mut b = ctx.alloc::<f32>(len).unwrap();
+    let result = b.view_mut(r).map(drop);
+    outcome(result, [still_fresh("buffer", &b)])
+}
+
+/// Reborrows `r` from a writable view of elements 2..8 (six elements) of a ten-element buffer.
+fn reborrow_case(r: Range<usize>) -> Outcome {
+    let (_ctx, mut b) = ten();
+    let result = {
+        let mut v = b.view_mut(2..8).unwrap();
+        v.reborrow(r).map(drop)
+    };
+    outcome(result, [still_fresh("buffer", &b)])
+}
+
+const SENTINEL: f32 = 7.25;
+
+/// Uploads `host` over a ten-element buffer holding [`SENTINEL`].
+fn copy_from_host_case(host: usize) -> Outcome {
+    let ctx = Context::emulator();
+    let mut b = ctx.upload(&[SENTINEL; 10]).unwrap();
+    let result = b.copy_from_host(&vec![1.0f32; host]);
+    outcome(result, [still("buffer", &b, SENTINEL.to_bits())])
+}
+
+/// As [`copy_from_host_case`] through a writable view of elements 3..7.
+fn view_copy_from_host_case(host: usize) -> Outcome {
+    let ctx = Context::emulator();
+    let mut b = ctx.upload(&[SENTINEL; 10]).unwrap();
+    let result = b
+        .view_mut(3..7)
+        .and_then(|mut v| v.copy_from_host(&vec![1.0f32; host]));
+    outcome(result, [still("buffer", &b, SENTINEL.to_bits())])
+}
+
+/// Where `Context::copy`'s arguments come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CopyFrom {
+    Same,
+    ForeignSource,
+    ForeignSourceView,
+    ForeignDestination,
+    ForeignCaller,
+}
+
+/// Copies `src_len` elements into `dst_len` ([`SENTINEL`]-filled) ones.
+fn copy_case(src_len: usize, dst_len: usize, from: CopyFrom) -> Outcome {
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let src_ctx = match from {
+        CopyFrom::ForeignSource | CopyFrom::ForeignSourceView => &other,
+        _ => &ctx,
+    };
+    let dst_ctx = if from == CopyFrom::ForeignDestination {
+        &other
+    } else {
+        &ctx
+    };
+    let src = src_ctx.upload(&vec![1.0f32; src_len + 2]).unwrap();
+    let mut dst = dst_ctx.upload(&vec![SENTINEL; dst_len]).unwrap();
+    let call_ctx = if from == CopyFrom::ForeignCaller {
+        &other
+    } else {
+        &ctx
+    };
+    let src_view = if from == CopyFrom::ForeignSourceView {
+        src.view(1..src_len + 1).unwrap()
+    } else {
+        src.view(0..src_len).unwrap()
+    };
+    let result = call_ctx.copy(src_view, dst.as_view_mut());
+    outcome(result, [still("destination", &dst, SENTINEL.to_bits())])
+}
+
+fn alloc_case<T: Float>(len: usize) -> Outcome {
+    let ctx = Context::emulator();
+    outcome(ctx.alloc::<T>(len), [])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw launches and timing.
+
+/// Launches `def` (a correct self-test kernel, which would write `out` if it ran) with
+/// `grid` x `block` and `shared(ctx)` dynamic shared bytes.
+fn launch_case(
+    def: &'static KernelDef<SelftestParams>,
+    grid: Dim3,
+    block: Dim3,
+    shared: fn(&Context) -> u32,
+) -> Outcome {
+    let ctx = Context::emulator();
+    let n = SELFTEST_BLOCK as usize;
+    let input = ctx.upload(&vec![1.5f32; n]).unwrap();
+    let mut out = ctx.alloc::<f32>(n).unwrap();
+    let params = SelftestParams {
+        input: input.as_view().global(),
+        out: out.as_view_mut().global_mut(),
+    };
+    let cfg = LaunchConfig {
+        grid,
+        block,
+        shared_bytes: shared(&ctx),
+    };
+    let result = ctx.launch(def, cfg, params);
+    outcome(result, [still_fresh("out", &out)])
+}
+
+fn kernel_shared(_: &Context) -> u32 {
+    SELFTEST_SHARED_BYTES
+}
+
+fn over_device_limit(ctx: &Context) -> u32 {
+    ctx.max_shared_bytes() + 1
+}
+
+fn time_runs_case(flush_l2: bool) -> Outcome {
+    let ctx = Context::emulator();
+    let x = ctx.upload(&[1.0f32; 8]).unwrap();
+    let mut y = ctx.alloc::<f32>(8).unwrap();
+    let calls = Cell::new(0);
+    let result = ctx.time_runs(1, 3, flush_l2, || {
+        calls.set(calls.get() + 1);
+        ew::silu(&ctx, x.as_view(), y.as_view_mut())
+    });
+    let ran = (calls.get() > 0).then(|| format!("the timed closure ran {} times", calls.get()));
+    outcome(result, [ran, still_fresh("y", &y)])
+}
+
+const BLOCK: Dim3 = Dim3::x(SELFTEST_BLOCK);
+const ONE: Dim3 = Dim3::x(1);
+
+fn other_table() -> Vec<Case> {
+    use Want::*;
+    vec![
+        // DeviceBuffer::view
+        case(
+            "view: end past the buffer",
+            Invalid,
+            &["view", "5..11", "10 elements"],
+            || view_case(10, range(5, 11)),
+        ),
+        case(
+            "view: start and end past the buffer",
+            Invalid,
+            &["view", "11..12", "10 elements"],
+            || view_case(10, range(11, 12)),
+        ),
+        case("view: inverted range", Invalid, &["view", "7..3"], || {
+            view_case(10, range(7, 3))
+        }),
+        case(
+            "view: inverted range past the end",
+            Invalid,
+            &["view", "12..11"],
+            || view_case(10, range(12, 11)),
+        ),
+        case(
+            "view: end at usize::MAX",
+            Invalid,
+            &["view", "10 elements"],
+            || view_case(10, range(0, usize::MAX)),
+        ),
+        case(
+            "view: one element of an empty buffer",
+            Invalid,
+            &["view", "0..1", "0 elements"],
+            || view_case(0, range(0, 1)),
+        ),
+        // DeviceBuffer::view_mut
+        case(
+            "view_mut: end past the buffer",
+            Invalid,
+            &["view_mut", "5..11", "10 elements"],
+            || view_mut_case(10, range(5, 11)),
+        ),
+        case(
+            "view_mut: start and end past the buffer",
+            Invalid,
+            &["view_mut", "11..12"],
+            || view_mut_case(10, range(11, 12)),
+        ),
+        case(
+            "view_mut: inverted range",
+            Invalid,
+            &["view_mut", "7..3"],
+            || view_mut_case(10, range(7, 3)),
+        ),
+        case(
+            "view_mut: end at usize::MAX",
+            Invalid,
+            &["view_mut", "10 elements"],
+            || view_mut_case(10, range(0, usize::MAX)),
+        ),
+        case(
+            "view_mut: one element of an empty buffer",
+            Invalid,
+            &["view_mut", "0..1"],
+            || view_mut_case(0, range(0, 1)),
+        ),
+        // BufMut::reborrow (from a six-element view)
+        case(
+            "reborrow: end past the view",
+            Invalid,
+            &["0..7", "view of 6 elements"],
+            || reborrow_case(range(0, 7)),
+        ),
+        case(
+            "reborrow: start and end past the view",
+            Invalid,
+            &["7..7", "view of 6 elements"],
+            || reborrow_case(range(7, 7)),
+        ),
+        case(
+            "reborrow: inverted range",
+            Invalid,
+            &["4..2", "view of 6 elements"],
+            || reborrow_case(range(4, 2)),
+        ),
+        case(
+            "reborrow: end at usize::MAX",
+            Invalid,
+            &["view of 6 elements"],
+            || reborrow_case(range(1, usize::MAX)),
+        ),
+        // copy_from_host
+        case(
+            "copy_from_host: fewer host elements than the buffer",
+            Invalid,
+            &["copy_from_host", "9 host elements", "10"],
+            || copy_from_host_case(9),
+        ),
+        case(
+            "copy_from_host: more host elements than the buffer",
+            Invalid,
+            &["copy_from_host", "11 host elements", "10"],
+            || copy_from_host_case(11),
+        ),
+        case(
+            "copy_from_host: no host elements for a full buffer",
+            Invalid,
+            &["copy_from_host", "0 host elements", "10"],
+            || copy_from_host_case(0),
+        ),
+        case(
+            "copy_from_host: more host elements than a view",
+            Invalid,
+            &["copy_from_host", "5 host elements", "4"],
+            || view_copy_from_host_case(5),
+        ),
+        case(
+            "copy_from_host: the whole buffer's worth into a view",
+            Invalid,
+            &["copy_from_host", "10 host elements", "4"],
+            || view_copy_from_host_case(10),
+        ),
+        // Context::copy
+        case(
+            "copy: destination shorter",
+            Invalid,
+            &["copy", "source has 10", "destination 9"],
+            || copy_case(10, 9, CopyFrom::Same),
+        ),
+        case(
+            "copy: destination longer",
+            Invalid,
+            &["copy", "source has 9", "destination 10"],
+            || copy_case(9, 10, CopyFrom::Same),
+        ),
+        case(
+            "copy: source from another context",
+            WrongContext,
+            &["copy", "allocate every buffer"],
+            || copy_case(10, 10, CopyFrom::ForeignSource),
+        ),
+        case(
+            "copy: source view of another context's buffer",
+            WrongContext,
+            &["copy", "allocate every buffer"],
+            || copy_case(10, 10, CopyFrom::ForeignSourceView),
+        ),
+        case(
+            "copy: destination from another context",
+            WrongContext,
+            &["copy", "allocate every buffer"],
+            || copy_case(10, 10, CopyFrom::ForeignDestination),
+        ),
+        case(
+            "copy: called on another context",
+            WrongContext,
+            &["copy", "allocate every buffer"],
+            || copy_case(10, 10, CopyFrom::ForeignCaller),
+        ),
+        case(
+            "copy: another context and mismatched lengths",
+            WrongContext,
+            &["copy", "allocate every buffer"],
+            || copy_case(10, 9, CopyFrom::ForeignDestination),
+        ),
+        // Context::alloc
+        case(
+            "alloc: usize::MAX / 2 f32 elements (byte size overflows usize)",
+            Invalid,
+            &["alloc", "elements of f32", "overflow"],
+            || alloc_case::<f32>(usize::MAX / 2),
+        ),
+        case(
+            "alloc: usize::MAX f16 elements (byte size overflows usize)",
+            Invalid,
+            &["alloc", "elements of f16", "overflow"],
+            || alloc_case::<f16>(usize::MAX),
+        ),
+        case(
+            "alloc: usize::MAX / 2 + 1 bf16 elements (byte size overflows usize)",
+            Invalid,
+            &["alloc", "elements of bf16", "overflow"],
+            || alloc_case::<bf16>(usize::MAX / 2 + 1),
+        ),
+        case(
+            "alloc: usize::MAX / 8 f32 elements (over isize::MAX bytes)",
+            OutOfMemory,
+            &["out of device memory", "smaller shapes"],
+            || alloc_case::<f32>(usize::MAX / 8),
+        ),
+        case(
+            "alloc: 2^60 f32 elements (4 EiB)",
+            OutOfMemory,
+            &["out of device memory", "smaller shapes"],
+            || alloc_case::<f32>(1 << 60),
+        ),
+        // Context::launch: shapes the hardware cannot run
+        case(
+            "launch: block of 1025 threads",
+            Invalid,
+            &["ok_oob", "1025 threads", "limit is 1024"],
+            || launch_case(&st::OK_OOB, ONE, Dim3::x(1025), kernel_shared),
+        ),
+        case(
+            "launch: block of 32 x 33 threads",
+            Invalid,
+            &["ok_oob", "1056 threads", "limit is 1024"],
+            || launch_case(&st::OK_OOB, ONE, Dim3::xy(32, 33), kernel_shared),
+        ),
+        case(
+            "launch: block z of 65",
+            Invalid,
+            &["ok_oob", "block z = 65", "64"],
+            || launch_case(&st::OK_OOB, ONE, Dim3::new(1, 1, 65), kernel_shared),
+        ),
+        case(
+            "launch: grid y of 65536",
+            Invalid,
+            &["ok_oob", "y or z over 65535"],
+            || launch_case(&st::OK_OOB, Dim3::new(1, 65536, 1), BLOCK, kernel_shared),
+        ),
+        case(
+            "launch: grid z of 65536",
+            Invalid,
+            &["ok_oob", "y or z over 65535"],
+            || launch_case(&st::OK_OOB, Dim3::new(1, 1, 65536), BLOCK, kernel_shared),
+        ),
+        case(
+            "launch: grid x of 2^31",
+            Invalid,
+            &["ok_oob", "2^31 - 1"],
+            || launch_case(&st::OK_OOB, Dim3::x(1 << 31), BLOCK, kernel_shared),
+        ),
+        case(
+            "launch: zero grid",
+            Invalid,
+            &["ok_oob", "no zero dimension"],
+            || launch_case(&st::OK_OOB, Dim3::x(0), BLOCK, kernel_shared),
+        ),
+        case(
+            "launch: grid with y of 0",
+            Invalid,
+            &["ok_oob", "no zero dimension"],
+            || launch_case(&st::OK_OOB, Dim3::new(1, 0, 1), BLOCK, kernel_shared),
+        ),
+        case(
+            "launch: zero block",
+            Invalid,
+            &["ok_oob", "no zero dimension"],
+            || launch_case(&st::OK_OOB, ONE, Dim3::x(0), kernel_shared),
+        ),
+        case(
+            "launch: dynamic shared memory one byte over the device limit",
+            Invalid,
+            &["ok_race", "bytes of shared memory exceed"],
+            || launch_case(&st::OK_RACE, ONE, BLOCK, over_device_limit),
+        ),
+        case(
+            "launch: dynamic shared memory of u32::MAX bytes",
+            Invalid,
+            &["ok_race", "4294967295 bytes of shared memory exceed"],
+            || launch_case(&st::OK_RACE, ONE, BLOCK, |_| u32::MAX),
+        ),
+        // Context::time_runs
+        case(
+            "time_runs: on the emulator",
+            Invalid,
+            &["time_runs", "needs the GPU backend"],
+            || time_runs_case(false),
+        ),
+        case(
+            "time_runs: on the emulator with an L2 flush",
+            Invalid,
+            &["time_runs", "needs the GPU backend"],
+            || time_runs_case(true),
+        ),
+    ]
+}
+
+/// Runs one case; `Err` says how it fell short.
+fn check(c: &Case) -> std::result::Result<String, String> {
+    let Outcome { result, written } =
+        catch_unwind(AssertUnwindSafe(|| (c.run)())).map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a non-string payload".into());
+            format!("panicked: {msg}")
+        })?;
+    let e = match result {
+        Ok(()) => return Err(format!("was accepted; expected {:?}", c.want)),
+        Err(e) => e,
+    };
+    let msg = e.to_string();
+    if !c.want.matches(&e) {
+        return Err(format!("expected {:?}, got {e:?} ({msg})", c.want));
+    }
+    if msg.trim().is_empty() {
+        return Err("the message is empty".into());
+    }
+    let missing: Vec<_> = c.fix.iter().filter(|w| !msg.contains(**w)).collect();
+    if !missing.is_empty() {
+        return Err(format!("the message `{msg}` does not mention {missing:?}"));
+    }
+    if !written.is_empty() {
+        return Err(format!("refused, yet: {}", written.join("; ")));
+    }
+    Ok(msg)
+}
+
+#[test]
+fn bad_input_matrix() {
+    let elementwise = elementwise_table();
+
+    // Every op x dtype has every way that applies to it, once.
+    let mut seen = HashSet::new();
+    for (op, dtype, way, c) in &elementwise {
+        assert!(seen.insert((*op, *dtype, *way)), "{}: listed twice", c.name);
+    }
+    for op in Op::ALL {
+        for dtype in ["f32", "f16", "bf16"] {
+            let mut ways = vec![
+                Way::InputShorter,
+                Way::OutputShorter,
+                Way::SecondInput,
+                Way::ForeignBuffer,
+                Way::ForeignView,
+            ];
+            if two_inputs(op) {
+                ways.push(Way::MissingSecond);
+            }
+            for way in ways {
+                assert!(
+                    seen.contains(&(op, dtype, way)),
+                    "no case for {} {dtype} {}",
+                    op.name(),
+                    way.words(op)
+                );
+            }
+        }
+    }
+
+    let cases: Vec<Case> = elementwise
+        .into_iter()
+        .map(|(_, _, _, c)| c)
+        .chain(other_table())
+        .collect();
+    let names: HashSet<_> = cases.iter().map(|c| c.name).collect();
+    assert_eq!(names.len(), cases.len(), "case names must be unique");
+
+    let mut failures = Vec::new();
+    for c in &cases {
+        match check(c) {
+            Ok(msg) => println!("ok  {}: {msg}", c.name),
+            Err(why) => {
+                println!("BAD {}: {why}", c.name);
+                failures.push(format!("{}: {why}", c.name));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases were not refused as they should be:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    println!("bad-input matrix: {} cases, all refused", cases.len());
+    assert!(cases.len() >= 100, "only {} cases", cases.len());
+}
