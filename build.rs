@@ -17,39 +17,24 @@ the toolchain and the rust-src, llvm-tools and llvm-bitcode-linker components na
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    for p in [
-        "gpu-kernels/src",
-        "gpu-kernels/Cargo.toml",
-        "rust-toolchain.toml",
-        "Cargo.lock",
-    ] {
+    for p in ["gpu-kernels/src", "gpu-kernels/Cargo.toml", "rust-toolchain.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
     // One device target dir shared by every host profile (dev, test, release): target/ferrokern-ptx.
     // OUT_DIR is <target>/<profile>/build/ferrokern-<hash>/out.
-    let target_root = out
-        .ancestors()
-        .nth(4)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| out.clone());
+    let target_root = out.ancestors().nth(4).map(Path::to_path_buf).unwrap_or_else(|| out.clone());
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
-    let mut table =
-        String::from("/// (arch, PTX) for every embedded architecture, oldest first.\n");
+    let mut table = String::from("/// (arch, PTX) for every embedded architecture, oldest first.\n");
     table.push_str("pub const PTX: &[(&str, &str)] = &[\n");
     for (arch, features) in ARCHS {
-        let ptx = build_arch(
-            &cargo,
-            &root,
-            &target_root.join("ferrokern-ptx").join(arch),
-            arch,
-            features,
-        );
+        let ptx = build_arch(&cargo, &root, &target_root.join("ferrokern-ptx").join(arch), arch, features);
         let dest = out.join(format!("gpu_kernels.{arch}.ptx"));
-        std::fs::copy(&ptx, &dest)
-            .unwrap_or_else(|e| panic!("copying {} failed: {e}", ptx.display()));
-        table.push_str(&format!("    (\"{arch}\", include_str!(concat!(env!(\"OUT_DIR\"), \"/gpu_kernels.{arch}.ptx\"))),\n"));
+        std::fs::copy(&ptx, &dest).unwrap_or_else(|e| panic!("copying {} failed: {e}", ptx.display()));
+        table.push_str(&format!(
+            "    (\"{arch}\", include_str!(concat!(env!(\"OUT_DIR\"), \"/gpu_kernels.{arch}.ptx\"))),\n"
+        ));
     }
     table.push_str("];\n");
     std::fs::write(out.join("ptx_table.rs"), table).unwrap();
@@ -62,22 +47,8 @@ fn build_arch(cargo: &str, root: &Path, target_dir: &Path, arch: &str, features:
     }
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
-        .args([
-            "rustc",
-            "--release",
-            "--locked",
-            "-p",
-            "gpu-kernels",
-            "--lib",
-            "--crate-type",
-            "cdylib",
-        ])
-        .args([
-            "--target",
-            "nvptx64-nvidia-cuda",
-            "-Zbuild-std=core",
-            "--target-dir",
-        ])
+        .args(["rustc", "--release", "--locked", "-p", "gpu-kernels", "--lib", "--crate-type", "cdylib"])
+        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--target-dir"])
         .arg(target_dir)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_ENCODED_RUSTFLAGS", flags)
@@ -88,9 +59,8 @@ fn build_arch(cargo: &str, root: &Path, target_dir: &Path, arch: &str, features:
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_PROFILE_RELEASE_DEBUG");
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("could not run `{cargo}` for the PTX build: {e}. {SETUP_HINT}"));
+    let output =
+        cmd.output().unwrap_or_else(|e| panic!("could not run `{cargo}` for the PTX build: {e}. {SETUP_HINT}"));
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let hint = if stderr.contains("rust-src")
@@ -104,10 +74,6 @@ fn build_arch(cargo: &str, root: &Path, target_dir: &Path, arch: &str, features:
         panic!("building gpu-kernels for nvptx64-nvidia-cuda ({arch}) failed:\n{stderr}{hint}");
     }
     let ptx = target_dir.join("nvptx64-nvidia-cuda/release/gpu_kernels.ptx");
-    assert!(
-        ptx.exists(),
-        "the PTX build succeeded but {} is missing",
-        ptx.display()
-    );
+    assert!(ptx.exists(), "the PTX build succeeded but {} is missing", ptx.display());
     ptx
 }

@@ -4,9 +4,7 @@
 
 use ferrokern::elementwise as ew;
 use ferrokern::gpu_kernels::emu::LaunchConfig;
-use ferrokern::gpu_kernels::selftest::{
-    OK_RACE, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams,
-};
+use ferrokern::gpu_kernels::selftest::{OK_RACE, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams};
 use ferrokern::{Context, Dim3};
 use std::time::Instant;
 
@@ -16,10 +14,7 @@ fn main() -> ferrokern::Result<()> {
     let n = 1 << 24;
     let x = ctx.upload(&vec![0.5f32; n])?;
     let mut y = ctx.alloc::<f32>(n)?;
-    for (label, view_off) in [
-        ("vectorized (16-byte chunks)", 0usize),
-        ("scalar (misaligned views)", 1),
-    ] {
+    for (label, view_off) in [("vectorized (16-byte chunks)", 0usize), ("scalar (misaligned views)", 1)] {
         let xs = x.view(view_off..n)?;
         let mut ys = y.view_mut(view_off..n)?;
         let t = Instant::now();
@@ -38,20 +33,10 @@ fn main() -> ferrokern::Result<()> {
     let m = (blocks * SELFTEST_BLOCK) as usize;
     let a = ctx.upload(&vec![1.0f32; m])?;
     let mut b = ctx.alloc::<f32>(m)?;
-    let cfg = LaunchConfig {
-        grid: Dim3::x(blocks),
-        block: Dim3::x(SELFTEST_BLOCK),
-        shared_bytes: SELFTEST_SHARED_BYTES,
-    };
+    let cfg =
+        LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(SELFTEST_BLOCK), shared_bytes: SELFTEST_SHARED_BYTES };
     let t = Instant::now();
-    ctx.launch(
-        &OK_RACE,
-        cfg,
-        SelftestParams {
-            input: a.as_view().global(),
-            out: b.as_view_mut().global_mut(),
-        },
-    )?;
+    ctx.launch(&OK_RACE, cfg, SelftestParams { input: a.as_view().global(), out: b.as_view_mut().global_mut() })?;
     let s = t.elapsed().as_secs_f64();
     println!(
         "ok_race (shared memory + one barrier per thread, race-checked): {:.2e} GPU threads/s ({m} threads)",

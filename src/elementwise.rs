@@ -22,15 +22,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 7] = [
-        Op::Axpy,
-        Op::Scale,
-        Op::Add,
-        Op::Mul,
-        Op::Gelu,
-        Op::Silu,
-        Op::Swiglu,
-    ];
+    pub const ALL: [Op; 7] = [Op::Axpy, Op::Scale, Op::Add, Op::Mul, Op::Gelu, Op::Silu, Op::Swiglu];
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -75,14 +67,8 @@ pub const MAX_BLOCKS: u32 = 65536;
 pub fn launch_config<T: Float>(n: usize, vectorized: bool) -> LaunchConfig {
     let per_chunk = if vectorized { 16 / size_of::<T>() } else { 1 };
     let work = n.div_ceil(per_chunk).max(1);
-    let blocks = work
-        .div_ceil(BLOCK_THREADS as usize)
-        .min(MAX_BLOCKS as usize) as u32;
-    LaunchConfig {
-        grid: Dim3::x(blocks),
-        block: Dim3::x(BLOCK_THREADS),
-        shared_bytes: 0,
-    }
+    let blocks = work.div_ceil(BLOCK_THREADS as usize).min(MAX_BLOCKS as usize) as u32;
+    LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(BLOCK_THREADS), shared_bytes: 0 }
 }
 
 /// Launches `kernel` (one of `op`'s kernels, or a test's variant of it) after every check.
@@ -111,43 +97,28 @@ pub fn launch_with<T: Float>(
     if a.len() != n {
         return Err(Error::invalid(
             name,
-            format!(
-                "{a_name} has {} elements but {out_name} has {n}; they must have the same length",
-                a.len()
-            ),
+            format!("{a_name} has {} elements but {out_name} has {n}; they must have the same length", a.len()),
         ));
     }
     let b_global = match (op, &b) {
         (Op::Axpy, None) => out.as_ref().global(),
         (Op::Axpy, Some(_)) => {
-            return Err(Error::invalid(
-                name,
-                "axpy reads y from its output view; pass no second input",
-            ));
+            return Err(Error::invalid(name, "axpy reads y from its output view; pass no second input"));
         }
         (_, Some(b)) if op.inputs() == 2 => {
             if b.len() != n {
                 return Err(Error::invalid(
                     name,
-                    format!(
-                        "{b_name} has {} elements but {out_name} has {n}; they must have the same length",
-                        b.len()
-                    ),
+                    format!("{b_name} has {} elements but {out_name} has {n}; they must have the same length", b.len()),
                 ));
             }
             b.global()
         }
         (_, None) if op.inputs() == 2 => {
-            return Err(Error::invalid(
-                name,
-                format!("{name} needs a second input ({b_name})"),
-            ));
+            return Err(Error::invalid(name, format!("{name} needs a second input ({b_name})")));
         }
         (_, Some(_)) => {
-            return Err(Error::invalid(
-                name,
-                format!("{name} takes one input; pass no second input"),
-            ));
+            return Err(Error::invalid(name, format!("{name} takes one input; pass no second input")));
         }
         (_, None) => Global::empty(),
     };
@@ -155,16 +126,9 @@ pub fn launch_with<T: Float>(
         return Ok(());
     }
     // The 128-bit path needs every view 16-byte aligned; otherwise the scalar path runs.
-    let vectorized = [a.addr(), out.addr(), b_global.addr()]
-        .iter()
-        .all(|&p| p % 16 == 0);
-    let params = ElementwiseParams {
-        alpha,
-        vectorized: vectorized as u32,
-        a: a.global(),
-        b: b_global,
-        out: out.global_mut(),
-    };
+    let vectorized = [a.addr(), out.addr(), b_global.addr()].iter().all(|&p| p % 16 == 0);
+    let params =
+        ElementwiseParams { alpha, vectorized: vectorized as u32, a: a.global(), b: b_global, out: out.global_mut() };
     ctx.launch(kernel, launch_config::<T>(n, vectorized), params)
 }
 
@@ -185,32 +149,17 @@ pub fn axpy<T: Float>(ctx: &Context, alpha: f32, x: BufRef<'_, T>, y: BufMut<'_,
 }
 
 /// `out = alpha * x`.
-pub fn scale<T: Float>(
-    ctx: &Context,
-    alpha: f32,
-    x: BufRef<'_, T>,
-    out: BufMut<'_, T>,
-) -> Result<()> {
+pub fn scale<T: Float>(ctx: &Context, alpha: f32, x: BufRef<'_, T>, out: BufMut<'_, T>) -> Result<()> {
     launch(ctx, Op::Scale, alpha, x, None, out)
 }
 
 /// `out = a + b`.
-pub fn add<T: Float>(
-    ctx: &Context,
-    a: BufRef<'_, T>,
-    b: BufRef<'_, T>,
-    out: BufMut<'_, T>,
-) -> Result<()> {
+pub fn add<T: Float>(ctx: &Context, a: BufRef<'_, T>, b: BufRef<'_, T>, out: BufMut<'_, T>) -> Result<()> {
     launch(ctx, Op::Add, 0.0, a, Some(b), out)
 }
 
 /// `out = a * b`.
-pub fn mul<T: Float>(
-    ctx: &Context,
-    a: BufRef<'_, T>,
-    b: BufRef<'_, T>,
-    out: BufMut<'_, T>,
-) -> Result<()> {
+pub fn mul<T: Float>(ctx: &Context, a: BufRef<'_, T>, b: BufRef<'_, T>, out: BufMut<'_, T>) -> Result<()> {
     launch(ctx, Op::Mul, 0.0, a, Some(b), out)
 }
 
@@ -225,11 +174,6 @@ pub fn silu<T: Float>(ctx: &Context, x: BufRef<'_, T>, out: BufMut<'_, T>) -> Re
 }
 
 /// `out = silu(gate) * up`.
-pub fn swiglu<T: Float>(
-    ctx: &Context,
-    gate: BufRef<'_, T>,
-    up: BufRef<'_, T>,
-    out: BufMut<'_, T>,
-) -> Result<()> {
+pub fn swiglu<T: Float>(ctx: &Context, gate: BufRef<'_, T>, up: BufRef<'_, T>, out: BufMut<'_, T>) -> Result<()> {
     launch(ctx, Op::Swiglu, 0.0, gate, Some(up), out)
 }

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 
 /// A storage float: converts to and from f64 for references, knows its rounding unit, and
 /// names its kernels.
-pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
+pub trait Float: Scalar + Element + crate::check::Sentinel + PartialEq + std::fmt::Debug {
     /// Unit roundoff: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
     const UNIT_ROUNDOFF: f64;
     /// The absolute error floor: results this small may be flushed to zero or rounded among
@@ -27,10 +27,10 @@ pub trait Float: Scalar + Element + PartialEq + std::fmt::Debug {
     fn from_f64(v: f64) -> Self;
     fn to_bits32(self) -> u32;
     fn from_bits32(b: u32) -> Self;
+    /// The row ops' kernels over this type.
+    fn row_kernels() -> &'static crate::rows::RowKernels<Self>;
     /// The elementwise kernel for `op` over this type.
-    fn elementwise_kernel(
-        op: crate::elementwise::Op,
-    ) -> &'static KernelDef<ElementwiseParams<Self>>;
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>>;
 }
 
 macro_rules! ew_table {
@@ -65,12 +65,19 @@ impl Float for f32 {
     fn from_bits32(b: u32) -> Self {
         f32::from_bits(b)
     }
-    fn elementwise_kernel(
-        op: crate::elementwise::Op,
-    ) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(
-            op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32
-        )
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32)
+    }
+    fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
+        use gpu_kernels::{reduce as r, softmax as s};
+        static K: crate::rows::RowKernels<f32> = crate::rows::RowKernels {
+            sum: [&r::SUM_F32_WARP, &r::SUM_F32_BLOCK],
+            max: [&r::MAX_F32_WARP, &r::MAX_F32_BLOCK],
+            argmax: [&r::ARGMAX_F32_WARP, &r::ARGMAX_F32_BLOCK],
+            softmax: [&s::SOFTMAX_F32_WARP, &s::SOFTMAX_F32_BLOCK],
+            log_softmax: [&s::LOG_SOFTMAX_F32_WARP, &s::LOG_SOFTMAX_F32_BLOCK],
+        };
+        &K
     }
 }
 
@@ -91,12 +98,19 @@ impl Float for f16 {
     fn from_bits32(b: u32) -> Self {
         f16::from_bits(b as u16)
     }
-    fn elementwise_kernel(
-        op: crate::elementwise::Op,
-    ) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(
-            op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16
-        )
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16)
+    }
+    fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
+        use gpu_kernels::{reduce as r, softmax as s};
+        static K: crate::rows::RowKernels<f16> = crate::rows::RowKernels {
+            sum: [&r::SUM_F16_WARP, &r::SUM_F16_BLOCK],
+            max: [&r::MAX_F16_WARP, &r::MAX_F16_BLOCK],
+            argmax: [&r::ARGMAX_F16_WARP, &r::ARGMAX_F16_BLOCK],
+            softmax: [&s::SOFTMAX_F16_WARP, &s::SOFTMAX_F16_BLOCK],
+            log_softmax: [&s::LOG_SOFTMAX_F16_WARP, &s::LOG_SOFTMAX_F16_BLOCK],
+        };
+        &K
     }
 }
 
@@ -117,19 +131,19 @@ impl Float for bf16 {
     fn from_bits32(b: u32) -> Self {
         bf16::from_bits(b as u16)
     }
-    fn elementwise_kernel(
-        op: crate::elementwise::Op,
-    ) -> &'static KernelDef<ElementwiseParams<Self>> {
-        ew_table!(
-            op,
-            AXPY_BF16,
-            SCALE_BF16,
-            ADD_BF16,
-            MUL_BF16,
-            GELU_BF16,
-            SILU_BF16,
-            SWIGLU_BF16
-        )
+    fn elementwise_kernel(op: crate::elementwise::Op) -> &'static KernelDef<ElementwiseParams<Self>> {
+        ew_table!(op, AXPY_BF16, SCALE_BF16, ADD_BF16, MUL_BF16, GELU_BF16, SILU_BF16, SWIGLU_BF16)
+    }
+    fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
+        use gpu_kernels::{reduce as r, softmax as s};
+        static K: crate::rows::RowKernels<bf16> = crate::rows::RowKernels {
+            sum: [&r::SUM_BF16_WARP, &r::SUM_BF16_BLOCK],
+            max: [&r::MAX_BF16_WARP, &r::MAX_BF16_BLOCK],
+            argmax: [&r::ARGMAX_BF16_WARP, &r::ARGMAX_BF16_BLOCK],
+            softmax: [&s::SOFTMAX_BF16_WARP, &s::SOFTMAX_BF16_BLOCK],
+            log_softmax: [&s::LOG_SOFTMAX_BF16_WARP, &s::LOG_SOFTMAX_BF16_BLOCK],
+        };
+        &K
     }
 }
 

@@ -51,11 +51,7 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
             return Some(cand);
         }
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
+    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -65,11 +61,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Assembles `ptx` for `arch` with `ptxas -v`; returns the per-kernel table and the cubin path.
-pub fn ptxas(
-    ptxas: &Path,
-    arch: &str,
-    ptx: &str,
-) -> Result<(Vec<KernelResources>, PathBuf), String> {
+pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources>, PathBuf), String> {
     let src = scratch(&format!("{arch}.ptx"));
     let cubin = scratch(&format!("{arch}.cubin"));
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
@@ -82,8 +74,7 @@ pub fn ptxas(
         .output()
         .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
     let _ = std::fs::remove_file(&src);
-    let text =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!("ptxas rejected the {arch} PTX:\n{text}"));
     }
@@ -125,25 +116,17 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
 }
 
 /// Instruction classes counted in the SASS of each kernel.
-pub const SASS_CLASSES: &[&str] = &[
-    "HGMMA", "HMMA", "FFMA", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR",
-];
+pub const SASS_CLASSES: &[&str] = &["HGMMA", "HMMA", "FFMA", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR"];
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.
-pub fn sass_mix(
-    nvdisasm: &Path,
-    cubin: &Path,
-) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
+pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
     let out = Command::new(nvdisasm)
         .arg("-c")
         .arg(cubin)
         .output()
         .map_err(|e| format!("running {}: {e}", nvdisasm.display()))?;
     if !out.status.success() {
-        return Err(format!(
-            "nvdisasm failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();

@@ -17,7 +17,10 @@ pub mod check;
 pub mod elementwise;
 pub mod float;
 pub mod info;
+pub mod reduce;
 pub mod reference;
+pub mod rows;
+pub mod softmax;
 pub mod verify;
 
 pub use ferrokern_host::*;

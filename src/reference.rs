@@ -97,3 +97,79 @@ pub fn elementwise_f32_error(op: crate::elementwise::Op, a: f64, b: f64, referen
 /// argument) keeps only subnormal precision, so its absolute error is at most this, scaled
 /// by whatever multiplies it.
 pub const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
+
+/// `gamma_k = k u / (1 - k u)` for f32: the worst-case relative error of a k-term f32 sum or
+/// product chain (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
+pub fn gamma_f32(k: usize) -> f64 {
+    let ku = k as f64 * U32;
+    if ku >= 1.0 { f64::INFINITY } else { ku / (1.0 - ku) }
+}
+
+/// The longest chain of f32 additions a row reduction over `cols` elements performs: a
+/// thread adds at most `cols / 32 + 16` elements in sequence (the smallest group is a warp;
+/// a chunk adds up to 8 more), then a butterfly of at most 14 levels (5 in the warp, 5 across
+/// warps, with margin). It is a bound, not an estimate.
+pub fn row_sum_terms(cols: usize) -> usize {
+    cols / 32 + 16 + 14
+}
+
+/// Sum of a row.
+pub fn sum(row: &[f64]) -> f64 {
+    row.iter().sum()
+}
+
+/// Max of a row; NaN if the row has a NaN; -inf for an empty row.
+pub fn max(row: &[f64]) -> f64 {
+    row.iter().fold(f64::NEG_INFINITY, |a, &b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
+}
+
+/// Index of the first NaN, else of the first maximum.
+pub fn argmax(row: &[f64]) -> usize {
+    if let Some(i) = row.iter().position(|v| v.is_nan()) {
+        return i;
+    }
+    let m = max(row);
+    row.iter().position(|&v| v == m).unwrap_or(0)
+}
+
+/// Softmax (or log-softmax) of a row: subtract the max, exponentiate, normalize. A fully
+/// masked row (max = -inf) gives 0 (log: -inf); NaN or +inf in a row make the row NaN.
+pub fn softmax(row: &[f64], log: bool) -> Vec<f64> {
+    let m = max(row);
+    if m == f64::NEG_INFINITY {
+        return vec![if log { f64::NEG_INFINITY } else { 0.0 }; row.len()];
+    }
+    let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
+    row.iter().map(|&v| if log { (v - m) - s.ln() } else { (v - m).exp() / s }).collect()
+}
+
+/// Per-element error bounds of the f32 softmax kernels on `row` with reference output `y`.
+///
+/// With `d = x - max`: each `e^d` is `ex2.approx` of a rounded argument, relative error
+/// `2^-21 + 3|d|u` (capped at |d| = 104, below which `e^d` underflows f32 and no longer
+/// matters); the row sum adds `gamma_k` over `k = row_sum_terms` and inherits the worst term's
+/// error. softmax = `e^d * (1/s)`: the two relative errors plus two roundings. log_softmax =
+/// `d - ln s`: `u|d|` from the subtraction, the sum's relative error and `lg2.approx`'s
+/// 2^-22 absolute error (scaled by `|log2 s|` past [0.5, 2]) in `ln s`, and one rounding.
+pub fn softmax_f32_error(row: &[f64], y: &[f64], log: bool) -> Vec<f64> {
+    let m = max(row);
+    if !m.is_finite() {
+        return vec![0.0; row.len()];
+    }
+    let eps_e = |d: f64| EX2_REL + 3.0 * d.abs().min(104.0) * U32 + U32;
+    let worst = row.iter().map(|&v| eps_e(v - m)).fold(0.0, f64::max);
+    let eps_s = worst + gamma_f32(row_sum_terms(row.len()));
+    let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
+    let ln_s_err = eps_s + EX2_REL * s.log2().abs().max(1.0) + U32 * s.ln().abs();
+    row.iter()
+        .zip(y)
+        .map(|(&v, &yi)| {
+            let d = v - m;
+            if log {
+                U32 * d.abs() + ln_s_err + 2.0 * U32 * yi.abs()
+            } else {
+                (eps_e(d) + eps_s + 2.0 * U32) * yi.abs()
+            }
+        })
+        .collect()
+}

@@ -3,6 +3,7 @@
 
 use crate::check::{self, Guarded, Report};
 use crate::elementwise::{self as ew, Op};
+use crate::rows::{RowStrategy, Rows};
 use crate::{BufRef, Context, DType, Error, Float, Result, reference};
 use gpu_kernels::KernelDef;
 use gpu_kernels::elementwise::ElementwiseParams;
@@ -11,15 +12,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Ops that exist today, as `ferrokern verify` names them.
-pub const AVAILABLE: &[&str] = &["axpy", "scale", "add", "mul", "gelu", "silu", "swiglu"];
+pub const AVAILABLE: &[&str] =
+    &["axpy", "scale", "add", "mul", "gelu", "silu", "swiglu", "sum", "max", "argmax", "softmax", "log_softmax"];
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("sum", "issue 4"),
-    ("max", "issue 4"),
-    ("argmax", "issue 4"),
-    ("softmax", "issue 4"),
-    ("log_softmax", "issue 4"),
     ("cross_entropy", "issue 4"),
     ("layernorm", "issue 4"),
     ("layernorm_backward", "issue 4"),
@@ -37,8 +34,11 @@ pub const PLANNED: &[(&str, &str)] = &[
 pub enum Values {
     /// Mostly moderate values, some wide magnitudes, no NaN or infinity.
     Finite,
-    /// As `Finite`, plus zeros, NaN and infinities.
+    /// As `Finite`, plus zeros, NaN and infinities (row ops: -inf often, as masking, and
+    /// some rows entirely -inf).
     WithSpecials,
+    /// Magnitudes near the type's limit: +-1e30 (f32, bf16) or +-6e4 (f16).
+    Huge,
 }
 
 /// One elementwise case.
@@ -57,6 +57,10 @@ pub struct ElementwiseCase {
 fn draw<T: Float>(rng: &mut SmallRng, values: Values) -> T {
     let r: f64 = rng.random();
     let sign = if rng.random::<bool>() { 1.0 } else { -1.0 };
+    if values == Values::Huge {
+        let top = if T::DTYPE == DType::F16 { 6.0e4 } else { 1.0e30 };
+        return T::from_f64(sign * top * rng.random_range(0.5..1.0));
+    }
     let v = if values == Values::WithSpecials && r < 0.04 {
         [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY][rng.random_range(0..5)]
     } else if r < 0.15 {
@@ -101,31 +105,15 @@ pub fn elementwise_outputs<T: Float>(
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let n = case.len;
     let op = case.op;
-    let alpha = if op.uses_alpha() {
-        rng.random_range(-4.0f32..4.0)
-    } else {
-        0.0
-    };
+    let alpha = if op.uses_alpha() { rng.random_range(-4.0f32..4.0) } else { 0.0 };
     let a = random_vec::<T>(&mut rng, n, case.values);
     let b = random_vec::<T>(&mut rng, n, case.values);
     let a_buf = upload_at(ctx, &a, case.offset)?;
     let b_buf = upload_at(ctx, &b, case.offset)?;
     // axpy updates y in place: its output starts as b (y); every other op's starts poisoned.
-    let mut out = if op == Op::Axpy {
-        Guarded::with_data(ctx, &b)?
-    } else {
-        Guarded::poisoned(ctx, n)?
-    };
+    let mut out = if op == Op::Axpy { Guarded::with_data(ctx, &b)? } else { Guarded::poisoned(ctx, n)? };
     let second = (op.inputs() == 2 && op != Op::Axpy).then(|| view_at(&b_buf, case.offset));
-    ew::launch_with(
-        ctx,
-        kernel,
-        op,
-        alpha,
-        view_at(&a_buf, case.offset),
-        second,
-        out.view_mut(),
-    )?;
+    ew::launch_with(ctx, kernel, op, alpha, view_at(&a_buf, case.offset), second, out.view_mut())?;
     let (got, guard) = out.finish()?;
     let (want, bound): (Vec<f64>, Vec<f64>) = a
         .iter()
@@ -149,10 +137,134 @@ pub fn elementwise(ctx: &Context, case: &ElementwiseCase) -> Result<Report> {
         DType::BF16 => elementwise_with::<bf16>(ctx, case, bf16::elementwise_kernel(case.op)),
         other => Err(Error::invalid(
             case.op.name(),
-            format!(
-                "dtype {} is not supported; use f32, f16 or bf16",
-                other.name()
-            ),
+            format!("dtype {} is not supported; use f32, f16 or bf16", other.name()),
+        )),
+    }
+}
+
+/// The row ops `verify` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowOp {
+    Sum,
+    Max,
+    Argmax,
+    Softmax,
+    LogSoftmax,
+}
+
+impl RowOp {
+    pub const ALL: [RowOp; 5] = [RowOp::Sum, RowOp::Max, RowOp::Argmax, RowOp::Softmax, RowOp::LogSoftmax];
+    pub const fn name(self) -> &'static str {
+        match self {
+            RowOp::Sum => "sum",
+            RowOp::Max => "max",
+            RowOp::Argmax => "argmax",
+            RowOp::Softmax => "softmax",
+            RowOp::LogSoftmax => "log_softmax",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<RowOp> {
+        RowOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// One row-op case.
+#[derive(Clone, Copy, Debug)]
+pub struct RowCase {
+    pub op: RowOp,
+    pub dtype: DType,
+    pub shape: Rows,
+    pub seed: u64,
+    /// Elements to shift the input and output views by (nonzero: misaligned, scalar path).
+    pub offset: usize,
+    pub values: Values,
+    /// Force a strategy (tests cover both on every length); `None` is what users get.
+    pub strategy: Option<RowStrategy>,
+}
+
+fn row_inputs<T: Float>(rng: &mut SmallRng, case: &RowCase) -> Vec<T> {
+    let Rows { rows, cols } = case.shape;
+    let mut x = Vec::with_capacity(rows * cols);
+    for _ in 0..rows {
+        let masked_row = case.values == Values::WithSpecials && rng.random_range(0..8) == 0;
+        for _ in 0..cols {
+            let v = if masked_row || (case.values == Values::WithSpecials && rng.random_range(0..6) == 0) {
+                T::from_f64(f64::NEG_INFINITY)
+            } else {
+                draw::<T>(rng, case.values)
+            };
+            x.push(v);
+        }
+    }
+    x
+}
+
+fn rows_t<T: Float>(ctx: &Context, case: &RowCase) -> Result<Report> {
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let shape = case.shape;
+    let Rows { rows, cols } = shape;
+    let x = row_inputs::<T>(&mut rng, case);
+    let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+    let x_buf = upload_at(ctx, &x, case.offset)?;
+    let xv = view_at(&x_buf, case.offset);
+    let row = |r: usize| &x64[r * cols..(r + 1) * cols];
+    Ok(match case.op {
+        RowOp::Sum => {
+            let mut out = Guarded::<f32>::poisoned(ctx, rows)?;
+            crate::reduce::sum_with(ctx, case.strategy, xv, shape, out.view_mut())?;
+            let (got, guard) = out.finish()?;
+            let want: Vec<f64> = (0..rows).map(|r| reference::sum(row(r))).collect();
+            let bound: Vec<f64> = (0..rows)
+                .map(|r| {
+                    reference::gamma_f32(reference::row_sum_terms(cols)) * row(r).iter().map(|v| v.abs()).sum::<f64>()
+                })
+                .collect();
+            check::compare(&got, &want, &bound, guard)
+        }
+        RowOp::Max => {
+            let mut out = Guarded::<T>::poisoned(ctx, rows)?;
+            crate::reduce::max_with(ctx, case.strategy, xv, shape, out.view_mut())?;
+            let (got, guard) = out.finish()?;
+            let want: Vec<T> = (0..rows).map(|r| T::from_f64(reference::max(row(r)))).collect();
+            check::compare_exact(&got, &want, guard)
+        }
+        RowOp::Argmax => {
+            let mut out = Guarded::<u32>::poisoned(ctx, rows)?;
+            crate::reduce::argmax_with(ctx, case.strategy, xv, shape, out.view_mut())?;
+            let (got, guard) = out.finish()?;
+            let want: Vec<u32> = (0..rows).map(|r| reference::argmax(row(r)) as u32).collect();
+            check::compare_exact(&got, &want, guard)
+        }
+        RowOp::Softmax | RowOp::LogSoftmax => {
+            let log = case.op == RowOp::LogSoftmax;
+            let mut out = Guarded::<T>::poisoned_at(ctx, rows * cols, case.offset)?;
+            if log {
+                crate::softmax::log_softmax_with(ctx, case.strategy, xv, shape, out.view_mut())?;
+            } else {
+                crate::softmax::softmax_with(ctx, case.strategy, xv, shape, out.view_mut())?;
+            }
+            let (got, guard) = out.finish()?;
+            let mut want = Vec::with_capacity(rows * cols);
+            let mut bound = Vec::with_capacity(rows * cols);
+            for r in 0..rows {
+                let y = reference::softmax(row(r), log);
+                bound.extend(reference::softmax_f32_error(row(r), &y, log));
+                want.extend(y);
+            }
+            check::compare(&got, &want, &bound, guard)
+        }
+    })
+}
+
+/// Runs a row-op case with the shipped kernels.
+pub fn rows(ctx: &Context, case: &RowCase) -> Result<Report> {
+    match case.dtype {
+        DType::F32 => rows_t::<f32>(ctx, case),
+        DType::F16 => rows_t::<f16>(ctx, case),
+        DType::BF16 => rows_t::<bf16>(ctx, case),
+        other => Err(Error::invalid(
+            case.op.name(),
+            format!("dtype {} is not supported; use f32, f16 or bf16", other.name()),
         )),
     }
 }

@@ -12,13 +12,10 @@ use proptest::prelude::*;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// Sizes that are not multiples of any chunk or block, and the edges.
-const ODD_LENS: &[usize] = &[
-    0, 1, 2, 3, 7, 8, 9, 31, 33, 101, 127, 129, 255, 256, 257, 1023, 4097, 65537,
-];
+const ODD_LENS: &[usize] = &[0, 1, 2, 3, 7, 8, 9, 31, 33, 101, 127, 129, 255, 256, 257, 1023, 4097, 65537];
 
 fn run(ctx: &Context, case: ElementwiseCase) {
-    let report = verify::elementwise(ctx, &case)
-        .unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
+    let report = verify::elementwise(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
     assert!(report.passed(), "{case:?} on {}: {report}", ctx.backend());
 }
 
@@ -84,22 +81,13 @@ fn elementwise_named_odd_lengths_every_op_dtype_alignment() {
 #[test]
 fn harness_rejects_a_kernel_that_skips_the_tail() {
     let ctx = Context::emulator();
-    let case = ElementwiseCase {
-        op: Op::Scale,
-        dtype: DType::F32,
-        len: 1023,
-        seed: 7,
-        offset: 0,
-        values: Values::Finite,
-    };
+    let case =
+        ElementwiseCase { op: Op::Scale, dtype: DType::F32, len: 1023, seed: 7, offset: 0, values: Values::Finite };
     let report = verify::elementwise_with::<f32>(&ctx, &case, &st::BUG_SCALE_NO_TAIL).unwrap();
     println!("{report}");
     assert!(!report.passed());
     let bad = report.first_bad.as_ref().unwrap();
-    assert_eq!(
-        bad.index, 1020,
-        "the first unwritten element is the tail's first"
-    );
+    assert_eq!(bad.index, 1020, "the first unwritten element is the tail's first");
     assert_eq!(bad.reason, "not written: still poison");
     // The correct kernel on the same case passes: the harness is not rejecting everything.
     assert!(verify::elementwise(&ctx, &case).unwrap().passed());
@@ -108,29 +96,18 @@ fn harness_rejects_a_kernel_that_skips_the_tail() {
 #[test]
 fn harness_rejects_a_kernel_with_low_precision_math() {
     let ctx = Context::emulator();
-    let case = ElementwiseCase {
-        op: Op::Scale,
-        dtype: DType::F32,
-        len: 4097,
-        seed: 11,
-        offset: 0,
-        values: Values::Finite,
-    };
+    let case =
+        ElementwiseCase { op: Op::Scale, dtype: DType::F32, len: 4097, seed: 11, offset: 0, values: Values::Finite };
     let report = verify::elementwise_with::<f32>(&ctx, &case, &st::BUG_SCALE_BF16_MATH).unwrap();
     println!("{report}");
     assert!(!report.passed());
-    assert_eq!(
-        report.first_bad.as_ref().unwrap().reason,
-        "outside tolerance"
-    );
+    assert_eq!(report.first_bad.as_ref().unwrap().reason, "outside tolerance");
 }
 
 #[test]
 fn gelu_silu_swiglu_keep_nan_and_limits() {
     let ctx = Context::emulator();
-    let x = ctx
-        .upload(&[f32::NAN, f32::INFINITY, 0.0, -0.0, 1e30, -1e30])
-        .unwrap();
+    let x = ctx.upload(&[f32::NAN, f32::INFINITY, 0.0, -0.0, 1e30, -1e30]).unwrap();
     let mut out = ctx.alloc::<f32>(6).unwrap();
     ew::gelu(&ctx, x.as_view(), out.as_view_mut()).unwrap();
     let g = out.to_host().unwrap();
@@ -157,69 +134,28 @@ fn bad_inputs_are_refused_before_launch() {
     let mut out = ctx.alloc::<f32>(10).unwrap();
     let mut short = ctx.alloc::<f32>(9).unwrap();
     let cases: Vec<(&str, Result<(), Error>)> = vec![
-        (
-            "add: b shorter",
-            ew::add(&ctx, a.as_view(), b.as_view(), out.as_view_mut()),
-        ),
-        (
-            "add: out shorter",
-            ew::add(&ctx, a.as_view(), a.as_view(), short.as_view_mut()),
-        ),
-        (
-            "axpy: x/y mismatch",
-            ew::axpy(&ctx, 1.0, b.as_view(), out.as_view_mut()),
-        ),
-        (
-            "scale: mismatch",
-            ew::scale(&ctx, 2.0, a.as_view(), short.as_view_mut()),
-        ),
-        (
-            "gelu: mismatch",
-            ew::gelu(&ctx, b.as_view(), out.as_view_mut()),
-        ),
-        (
-            "silu: mismatch",
-            ew::silu(&ctx, b.as_view(), out.as_view_mut()),
-        ),
-        (
-            "swiglu: up shorter",
-            ew::swiglu(&ctx, a.as_view(), b.as_view(), out.as_view_mut()),
-        ),
-        (
-            "mul: foreign input",
-            ew::mul(&ctx, a.as_view(), foreign.as_view(), out.as_view_mut()),
-        ),
-        (
-            "gelu: foreign context",
-            ew::gelu(&other, a.as_view(), out.as_view_mut()),
-        ),
+        ("add: b shorter", ew::add(&ctx, a.as_view(), b.as_view(), out.as_view_mut())),
+        ("add: out shorter", ew::add(&ctx, a.as_view(), a.as_view(), short.as_view_mut())),
+        ("axpy: x/y mismatch", ew::axpy(&ctx, 1.0, b.as_view(), out.as_view_mut())),
+        ("scale: mismatch", ew::scale(&ctx, 2.0, a.as_view(), short.as_view_mut())),
+        ("gelu: mismatch", ew::gelu(&ctx, b.as_view(), out.as_view_mut())),
+        ("silu: mismatch", ew::silu(&ctx, b.as_view(), out.as_view_mut())),
+        ("swiglu: up shorter", ew::swiglu(&ctx, a.as_view(), b.as_view(), out.as_view_mut())),
+        ("mul: foreign input", ew::mul(&ctx, a.as_view(), foreign.as_view(), out.as_view_mut())),
+        ("gelu: foreign context", ew::gelu(&other, a.as_view(), out.as_view_mut())),
     ];
     for (name, r) in &cases {
         let e = r.as_ref().expect_err(name);
-        assert!(
-            matches!(
-                e,
-                Error::InvalidArgument { .. } | Error::WrongContext { .. }
-            ),
-            "{name}: {e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { .. } | Error::WrongContext { .. }), "{name}: {e}");
         println!("{name}: {e}");
     }
     // Nothing ran: the output still holds the emulator's fresh-allocation bytes.
-    assert!(
-        out.to_host()
-            .unwrap()
-            .iter()
-            .all(|v| v.to_bits() == 0xFFFF_FFFF)
-    );
+    assert!(out.to_host().unwrap().iter().all(|v| v.to_bits() == 0xFFFF_FFFF));
     // Length 0 is valid and does nothing.
     let e0 = ctx.alloc::<f32>(0).unwrap();
     let mut o0 = ctx.alloc::<f32>(0).unwrap();
     ew::silu(&ctx, e0.as_view(), o0.as_view_mut()).unwrap();
-    assert!(
-        a.view(5..11).is_err(),
-        "a view past the end is an error, not a panic"
-    );
+    assert!(a.view(5..11).is_err(), "a view past the end is an error, not a panic");
 }
 
 #[test]
@@ -229,46 +165,18 @@ fn gpu_and_emulator_agree() {
     };
     let emu = Context::emulator();
     for op in Op::ALL {
-        let case = ElementwiseCase {
-            op,
-            dtype: DType::F32,
-            len: 10_007,
-            seed: 3,
-            offset: 0,
-            values: Values::Finite,
-        };
-        let (rg, g) = verify::elementwise_outputs::<f32>(
-            &gpu,
-            &case,
-            ferrokern::Float::elementwise_kernel(op),
-        )
-        .unwrap();
-        let (re, e) = verify::elementwise_outputs::<f32>(
-            &emu,
-            &case,
-            ferrokern::Float::elementwise_kernel(op),
-        )
-        .unwrap();
-        assert!(
-            rg.passed() && re.passed(),
-            "{op:?}: gpu {rg} / emulator {re}"
-        );
-        let differing = g
-            .iter()
-            .zip(&e)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
+        let case = ElementwiseCase { op, dtype: DType::F32, len: 10_007, seed: 3, offset: 0, values: Values::Finite };
+        let (rg, g) =
+            verify::elementwise_outputs::<f32>(&gpu, &case, ferrokern::Float::elementwise_kernel(op)).unwrap();
+        let (re, e) =
+            verify::elementwise_outputs::<f32>(&emu, &case, ferrokern::Float::elementwise_kernel(op)).unwrap();
+        assert!(rg.passed() && re.passed(), "{op:?}: gpu {rg} / emulator {re}");
+        let differing = g.iter().zip(&e).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         // Arithmetic ops are correctly rounded on both: identical bits. Transcendental ones use
         // ex2.approx on the GPU and exp2 on the host: both within the bound, bits may differ.
         if matches!(op, Op::Axpy | Op::Scale | Op::Add | Op::Mul) {
-            assert_eq!(
-                differing, 0,
-                "{op:?}: {differing} elements differ between GPU and emulator"
-            );
+            assert_eq!(differing, 0, "{op:?}: {differing} elements differ between GPU and emulator");
         }
-        println!(
-            "{op:?}: {differing} of {} elements differ in bits; both pass the reference",
-            g.len()
-        );
+        println!("{op:?}: {differing} of {} elements differ in bits; both pass the reference", g.len());
     }
 }

@@ -2,9 +2,7 @@
 //! a correct twin that it must accept (with the right answer).
 
 use ferrokern::gpu_kernels::emu::{self, FaultKind, LaunchConfig};
-use ferrokern::gpu_kernels::selftest::{
-    self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams,
-};
+use ferrokern::gpu_kernels::selftest::{self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams};
 use ferrokern::gpu_kernels::{Dim3, KernelDef};
 use ferrokern::{Context, Error};
 
@@ -21,19 +19,9 @@ fn run(def: &'static KernelDef<SelftestParams>, extra_block: bool) -> Result<Vec
     let x = ctx.upload(&input())?;
     let mut out = ctx.alloc::<f32>(N)?;
     let blocks = N as u32 / SELFTEST_BLOCK + extra_block as u32;
-    let cfg = LaunchConfig {
-        grid: Dim3::x(blocks),
-        block: Dim3::x(SELFTEST_BLOCK),
-        shared_bytes: SELFTEST_SHARED_BYTES,
-    };
-    ctx.launch(
-        def,
-        cfg,
-        SelftestParams {
-            input: x.as_view().global(),
-            out: out.as_view_mut().global_mut(),
-        },
-    )?;
+    let cfg =
+        LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(SELFTEST_BLOCK), shared_bytes: SELFTEST_SHARED_BYTES };
+    ctx.launch(def, cfg, SelftestParams { input: x.as_view().global(), out: out.as_view_mut().global_mut() })?;
     out.to_host()
 }
 
@@ -52,24 +40,11 @@ fn fault(def: &'static KernelDef<SelftestParams>, extra_block: bool) -> (emu::Em
 #[test]
 fn out_of_bounds_is_caught_and_guarded_twin_passes() {
     let (e, msg) = fault(&st::BUG_OOB, true);
-    assert!(
-        matches!(
-            e.kind,
-            FaultKind::OutOfBounds {
-                index: 128,
-                len: 128,
-                ..
-            }
-        ),
-        "{msg}"
-    );
+    assert!(matches!(e.kind, FaultKind::OutOfBounds { index: 128, len: 128, .. }), "{msg}");
     assert_eq!(e.kernel, "bug_oob");
     assert_eq!(e.block, Some(Dim3::new(2, 0, 0)));
     assert_eq!(e.thread, Some(Dim3::new(0, 0, 0)));
-    assert!(
-        msg.contains("selftest.rs"),
-        "the message names the source line: {msg}"
-    );
+    assert!(msg.contains("selftest.rs"), "the message names the source line: {msg}");
     let out = run(&st::OK_OOB, true).unwrap();
     let want: Vec<f32> = input().iter().map(|v| 2.0 * v).collect();
     assert_eq!(out, want);
@@ -96,20 +71,14 @@ fn shared_race_is_caught_and_barrier_twin_passes() {
 #[test]
 fn barrier_divergence_is_caught_and_uniform_twin_passes() {
     let (e, msg) = fault(&st::BUG_BARRIER, false);
-    assert!(
-        matches!(e.kind, FaultKind::BarrierDivergence { .. }),
-        "{msg}"
-    );
+    assert!(matches!(e.kind, FaultKind::BarrierDivergence { .. }), "{msg}");
     assert_eq!(run(&st::OK_BARRIER, false).unwrap(), input());
 }
 
 #[test]
 fn uninitialized_shared_read_is_caught_and_twin_passes() {
     let (e, msg) = fault(&st::BUG_UNINIT, false);
-    assert!(
-        matches!(e.kind, FaultKind::UninitSharedRead { offset: 4, .. }),
-        "{msg}"
-    );
+    assert!(matches!(e.kind, FaultKind::UninitSharedRead { offset: 4, .. }), "{msg}");
     assert_eq!(e.thread, Some(Dim3::new(1, 0, 0)));
     assert_eq!(run(&st::OK_UNINIT, false).unwrap(), input());
 }
@@ -124,10 +93,7 @@ fn warp_collective_with_exited_lane_is_caught_and_twin_passes() {
     for (i, got) in out.iter().enumerate() {
         let w = i / 32;
         let want: f32 = x[w * 32..w * 32 + 32].iter().sum();
-        assert!(
-            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
-            "lane {i}: {got} vs {want}"
-        );
+        assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "lane {i}: {got} vs {want}");
     }
 }
 
@@ -146,36 +112,13 @@ fn launches_past_hardware_limits_are_refused() {
     let ctx = Context::emulator();
     let x = ctx.upload(&input()).unwrap();
     let mut out = ctx.alloc::<f32>(N).unwrap();
-    let p = SelftestParams {
-        input: x.as_view().global(),
-        out: out.as_view_mut().global_mut(),
-    };
+    let p = SelftestParams { input: x.as_view().global(), out: out.as_view_mut().global_mut() };
     let bad = [
-        LaunchConfig {
-            grid: Dim3::x(1),
-            block: Dim3::x(1025),
-            shared_bytes: 0,
-        },
-        LaunchConfig {
-            grid: Dim3::xy(1, 65536),
-            block: Dim3::x(32),
-            shared_bytes: 0,
-        },
-        LaunchConfig {
-            grid: Dim3::new(1, 1, 65536),
-            block: Dim3::x(32),
-            shared_bytes: 0,
-        },
-        LaunchConfig {
-            grid: Dim3::x(0),
-            block: Dim3::x(32),
-            shared_bytes: 0,
-        },
-        LaunchConfig {
-            grid: Dim3::x(1),
-            block: Dim3::x(32),
-            shared_bytes: 228 * 1024,
-        },
+        LaunchConfig { grid: Dim3::x(1), block: Dim3::x(1025), shared_bytes: 0 },
+        LaunchConfig { grid: Dim3::xy(1, 65536), block: Dim3::x(32), shared_bytes: 0 },
+        LaunchConfig { grid: Dim3::new(1, 1, 65536), block: Dim3::x(32), shared_bytes: 0 },
+        LaunchConfig { grid: Dim3::x(0), block: Dim3::x(32), shared_bytes: 0 },
+        LaunchConfig { grid: Dim3::x(1), block: Dim3::x(32), shared_bytes: 228 * 1024 },
     ];
     for cfg in bad {
         let e = ctx.launch(&st::OK_OOB, cfg, p).unwrap_err();
@@ -190,8 +133,5 @@ fn emulator_runs_blocks_on_several_workers_deterministically() {
     // change a correct kernel's result).
     let a = run(&st::OK_WARP_EXIT, false).unwrap();
     let b = run(&st::OK_WARP_EXIT, false).unwrap();
-    assert_eq!(
-        a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-    );
+    assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
 }

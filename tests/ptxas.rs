@@ -14,37 +14,23 @@ fn tool(name: &str) -> std::path::PathBuf {
 }
 
 fn declared() -> BTreeSet<String> {
-    ALL_KERNELS
-        .iter()
-        .flat_map(|(_, ks)| ks.iter().map(|k| k.to_string()))
-        .collect()
+    ALL_KERNELS.iter().flat_map(|(_, ks)| ks.iter().map(|k| k.to_string())).collect()
 }
 
 #[test]
 fn every_arch_assembles_without_spills() {
     let ptxas = tool("ptxas");
-    assert!(
-        ferrokern::PTX.iter().any(|(a, _)| *a == "sm_80"),
-        "sm_80 PTX is embedded"
-    );
-    assert!(
-        ferrokern::PTX.iter().any(|(a, _)| *a == "sm_90"),
-        "sm_90 PTX is embedded"
-    );
+    assert!(ferrokern::PTX.iter().any(|(a, _)| *a == "sm_80"), "sm_80 PTX is embedded");
+    assert!(ferrokern::PTX.iter().any(|(a, _)| *a == "sm_90"), "sm_90 PTX is embedded");
     for (arch, ptx) in ferrokern::PTX {
         let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap_or_else(|e| panic!("{e}"));
         let _ = std::fs::remove_file(cubin);
         let names: BTreeSet<String> = rows.iter().map(|r| r.kernel.clone()).collect();
-        assert_eq!(
-            names,
-            declared(),
-            "{arch}: PTX entries differ from the kernels gpu-kernels declares"
-        );
+        assert_eq!(names, declared(), "{arch}: PTX entries differ from the kernels gpu-kernels declares");
         for r in &rows {
             let allowed = SPILL_ALLOWLIST.iter().any(|(k, _)| *k == r.kernel);
             assert!(
-                allowed
-                    || (r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0),
+                allowed || (r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0),
                 "{arch} {}: {} B spill stores, {} B spill loads, {} B stack; fix it or list it in SPILL_ALLOWLIST with a reason",
                 r.kernel,
                 r.spill_store_bytes,
@@ -59,27 +45,15 @@ fn every_arch_assembles_without_spills() {
 #[test]
 fn elementwise_sass_uses_128_bit_global_accesses() {
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
-    let (arch, ptx) = ferrokern::PTX
-        .iter()
-        .find(|(a, _)| *a == "sm_90")
-        .expect("sm_90 embedded");
+    let (arch, ptx) = ferrokern::PTX.iter().find(|(a, _)| *a == "sm_90").expect("sm_90 embedded");
     let (_, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
     let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
     let _ = std::fs::remove_file(cubin);
     for k in ferrokern::gpu_kernels::elementwise::KERNEL_NAMES {
-        let m = mix
-            .get(*k)
-            .unwrap_or_else(|| panic!("{k} missing from the SASS"));
+        let m = mix.get(*k).unwrap_or_else(|| panic!("{k} missing from the SASS"));
         let ld = m.get("LDG.128").copied().unwrap_or(0);
         let st = m.get("STG.128").copied().unwrap_or(0);
-        assert!(
-            ld >= 1 && st >= 1,
-            "{k}: {ld} LDG.128 and {st} STG.128 in its SASS: {m:?}"
-        );
-        assert_eq!(
-            m.get("LDL").copied().unwrap_or(0) + m.get("STL").copied().unwrap_or(0),
-            0,
-            "{k} uses local memory"
-        );
+        assert!(ld >= 1 && st >= 1, "{k}: {ld} LDG.128 and {st} STG.128 in its SASS: {m:?}");
+        assert_eq!(m.get("LDL").copied().unwrap_or(0) + m.get("STL").copied().unwrap_or(0), 0, "{k} uses local memory");
     }
 }

@@ -9,14 +9,14 @@
 //! Kernels touch the hardware only through [`device`], the small device API that stands in for
 //! Rust-CUDA's `cuda_std` (whose codegen cannot be built here; see the README).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
 
 pub mod device;
 pub mod elementwise;
+pub mod reduce;
+pub mod rows;
 pub mod selftest;
+pub mod softmax;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
@@ -88,5 +88,7 @@ macro_rules! kernels {
 /// Every kernel entry point in the crate, by family. `info` and the ptxas test use it.
 pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("elementwise", elementwise::KERNEL_NAMES),
+    ("reduce", reduce::KERNEL_NAMES),
+    ("softmax", softmax::KERNEL_NAMES),
     ("selftest", selftest::KERNEL_NAMES),
 ];

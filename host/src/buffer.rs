@@ -118,40 +118,26 @@ pub struct DeviceBuffer<T: Scalar> {
 impl<T: Scalar> DeviceBuffer<T> {
     pub(crate) fn new(ctx: &Context, len: usize) -> Result<Self> {
         let bytes = len.checked_mul(T::DTYPE.size()).ok_or_else(|| {
-            Error::invalid(
-                "alloc",
-                format!(
-                    "{len} elements of {} overflow the address space",
-                    T::DTYPE.name()
-                ),
-            )
+            Error::invalid("alloc", format!("{len} elements of {} overflow the address space", T::DTYPE.name()))
         })?;
-        let mem =
-            if bytes == 0 {
-                Mem::Empty
-            } else {
-                match ctx.gpu() {
-                    Some(g) => {
-                        g.enter()?;
-                        // SAFETY: u8 has no invalid bit patterns; the memory is written before the
-                        // library reads it (uploads, or kernel outputs), and callers are told it is
-                        // uninitialized.
-                        Mem::Gpu(unsafe { CuBuffer::<u8>::uninitialized(bytes) }.map_err(
-                            |code| match code {
-                                cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes },
-                                code => g.map_err("cuMemAlloc")(code),
-                            },
-                        )?)
-                    }
-                    None => Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes })?),
+        let mem = if bytes == 0 {
+            Mem::Empty
+        } else {
+            match ctx.gpu() {
+                Some(g) => {
+                    g.enter()?;
+                    // SAFETY: u8 has no invalid bit patterns; the memory is written before the
+                    // library reads it (uploads, or kernel outputs), and callers are told it is
+                    // uninitialized.
+                    Mem::Gpu(unsafe { CuBuffer::<u8>::uninitialized(bytes) }.map_err(|code| match code {
+                        cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes },
+                        code => g.map_err("cuMemAlloc")(code),
+                    })?)
                 }
-            };
-        Ok(DeviceBuffer {
-            ctx: ctx.clone(),
-            mem,
-            len,
-            _t: PhantomData,
-        })
+                None => Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes })?),
+            }
+        };
+        Ok(DeviceBuffer { ctx: ctx.clone(), mem, len, _t: PhantomData })
     }
 
     pub fn len(&self) -> usize {
@@ -178,10 +164,7 @@ impl<T: Scalar> DeviceBuffer<T> {
         if r.start > r.end || r.end > self.len {
             return Err(Error::invalid(
                 op,
-                format!(
-                    "range {}..{} is outside a buffer of {} elements",
-                    r.start, r.end, self.len
-                ),
+                format!("range {}..{} is outside a buffer of {} elements", r.start, r.end, self.len),
             ));
         }
         Ok(())
@@ -189,41 +172,25 @@ impl<T: Scalar> DeviceBuffer<T> {
 
     /// The whole buffer, read-only.
     pub fn as_view(&self) -> BufRef<'_, T> {
-        BufRef {
-            buf: self,
-            offset: 0,
-            len: self.len,
-        }
+        BufRef { buf: self, offset: 0, len: self.len }
     }
 
     /// The whole buffer, writable.
     pub fn as_view_mut(&mut self) -> BufMut<'_, T> {
         let len = self.len;
-        BufMut {
-            buf: self,
-            offset: 0,
-            len,
-        }
+        BufMut { buf: self, offset: 0, len }
     }
 
     /// Elements `range`, read-only.
     pub fn view(&self, range: Range<usize>) -> Result<BufRef<'_, T>> {
         self.check_range("view", &range)?;
-        Ok(BufRef {
-            buf: self,
-            offset: range.start,
-            len: range.end - range.start,
-        })
+        Ok(BufRef { buf: self, offset: range.start, len: range.end - range.start })
     }
 
     /// Elements `range`, writable.
     pub fn view_mut(&mut self, range: Range<usize>) -> Result<BufMut<'_, T>> {
         self.check_range("view_mut", &range)?;
-        Ok(BufMut {
-            buf: self,
-            offset: range.start,
-            len: range.end - range.start,
-        })
+        Ok(BufMut { buf: self, offset: range.start, len: range.end - range.start })
     }
 
     /// Overwrites the whole buffer; `data.len()` must equal `len()`.
@@ -245,21 +212,14 @@ impl<T: Scalar> DeviceBuffer<T> {
             Mem::Host(h) => {
                 // SAFETY: start + bytes.len() <= allocation size (checked by the view), and the
                 // &mut borrow of the buffer excludes any concurrent use.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        bytes.as_ptr(),
-                        h.ptr.as_ptr().add(start),
-                        bytes.len(),
-                    )
-                };
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.ptr.as_ptr().add(start), bytes.len()) };
                 Ok(())
             }
             Mem::Gpu(b) => {
                 let g = self.ctx.gpu().expect("GPU memory implies a GPU context");
                 g.enter()?;
                 let mut dst: DeviceSlice<u8> = b.index(start..start + bytes.len());
-                dst.copy_from(bytes)
-                    .map_err(|c| self.ctx.note(g.map_err("cuMemcpyHtoD")(c)))
+                dst.copy_from(bytes).map_err(|c| self.ctx.note(g.map_err("cuMemcpyHtoD")(c)))
             }
         }
     }
@@ -272,20 +232,13 @@ impl<T: Scalar> DeviceBuffer<T> {
             Mem::Empty => Ok(()),
             Mem::Host(h) => {
                 // SAFETY: in bounds as above; no kernel runs concurrently on the emulator.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        h.ptr.as_ptr().add(start),
-                        bytes.as_mut_ptr(),
-                        bytes.len(),
-                    )
-                };
+                unsafe { std::ptr::copy_nonoverlapping(h.ptr.as_ptr().add(start), bytes.as_mut_ptr(), bytes.len()) };
                 Ok(())
             }
             Mem::Gpu(b) => {
                 let g = self.ctx.gpu().expect("GPU memory implies a GPU context");
                 let src: DeviceSlice<u8> = b.index(start..start + bytes.len());
-                src.copy_to(bytes)
-                    .map_err(|c| self.ctx.note(g.map_err("cuMemcpyDtoH")(c)))
+                src.copy_to(bytes).map_err(|c| self.ctx.note(g.map_err("cuMemcpyDtoH")(c)))
             }
         }
     }
@@ -322,11 +275,7 @@ impl<'a, T: Scalar> BufRef<'a, T> {
     }
     /// Errors unless this view belongs to `ctx`.
     pub fn check_context(&self, ctx: &Context, op: &'static str) -> Result<()> {
-        if self.buf.ctx.id() == ctx.id() {
-            Ok(())
-        } else {
-            Err(Error::WrongContext { op })
-        }
+        if self.buf.ctx.id() == ctx.id() { Ok(()) } else { Err(Error::WrongContext { op }) }
     }
     /// The kernel-side view. Launchers only.
     pub fn global(&self) -> Global<T> {
@@ -363,36 +312,21 @@ impl<'a, T: Scalar> BufMut<'a, T> {
         &self.buf.ctx
     }
     pub fn check_context(&self, ctx: &Context, op: &'static str) -> Result<()> {
-        if self.buf.ctx.id() == ctx.id() {
-            Ok(())
-        } else {
-            Err(Error::WrongContext { op })
-        }
+        if self.buf.ctx.id() == ctx.id() { Ok(()) } else { Err(Error::WrongContext { op }) }
     }
     /// The same elements, read-only.
     pub fn as_ref(&self) -> BufRef<'_, T> {
-        BufRef {
-            buf: self.buf,
-            offset: self.offset,
-            len: self.len,
-        }
+        BufRef { buf: self.buf, offset: self.offset, len: self.len }
     }
     /// A shorter writable view, `range` relative to this one.
     pub fn reborrow(&mut self, range: Range<usize>) -> Result<BufMut<'_, T>> {
         if range.start > range.end || range.end > self.len {
             return Err(Error::invalid(
                 "view_mut",
-                format!(
-                    "range {}..{} is outside a view of {} elements",
-                    range.start, range.end, self.len
-                ),
+                format!("range {}..{} is outside a view of {} elements", range.start, range.end, self.len),
             ));
         }
-        Ok(BufMut {
-            buf: self.buf,
-            offset: self.offset + range.start,
-            len: range.end - range.start,
-        })
+        Ok(BufMut { buf: self.buf, offset: self.offset + range.start, len: range.end - range.start })
     }
     /// The kernel-side view. Launchers only.
     pub fn global_mut(&mut self) -> GlobalMut<T> {

@@ -28,9 +28,7 @@ impl FromStr for BackendChoice {
             "auto" => Ok(BackendChoice::Auto),
             "gpu" => Ok(BackendChoice::Gpu),
             "emulator" | "emu" => Ok(BackendChoice::Emulator),
-            other => Err(format!(
-                "unknown backend `{other}`: use auto, gpu or emulator"
-            )),
+            other => Err(format!("unknown backend `{other}`: use auto, gpu or emulator")),
         }
     }
 }
@@ -39,9 +37,7 @@ impl BackendChoice {
     /// Reads `FERROKERN_BACKEND` (auto when unset).
     pub fn from_env() -> Result<Self> {
         match std::env::var(crate::BACKEND_ENV) {
-            Ok(v) if !v.is_empty() => v
-                .parse()
-                .map_err(|m| Error::invalid("FERROKERN_BACKEND", m)),
+            Ok(v) if !v.is_empty() => v.parse().map_err(|m| Error::invalid("FERROKERN_BACKEND", m)),
             _ => Ok(BackendChoice::Auto),
         }
     }
@@ -105,10 +101,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Context {
     /// Opens a backend. `ptx` is the embedded (arch, PTX) table, oldest arch first; the GPU
     /// backend loads the newest one the device supports.
-    pub fn new(
-        choice: BackendChoice,
-        ptx: &'static [(&'static str, &'static str)],
-    ) -> Result<Self> {
+    pub fn new(choice: BackendChoice, ptx: &'static [(&'static str, &'static str)]) -> Result<Self> {
         let gpu = match choice {
             BackendChoice::Emulator => None,
             BackendChoice::Gpu => Some(Gpu::open(ptx)?),
@@ -119,31 +112,19 @@ impl Context {
             },
         };
         Ok(Context {
-            inner: Arc::new(Inner {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                gpu,
-                fault: Mutex::new(None),
-            }),
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Mutex::new(None) }),
         })
     }
 
     /// The CPU emulator, which is always available.
     pub fn emulator() -> Self {
         Context {
-            inner: Arc::new(Inner {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                gpu: None,
-                fault: Mutex::new(None),
-            }),
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Mutex::new(None) }),
         }
     }
 
     pub fn backend(&self) -> Backend {
-        if self.inner.gpu.is_some() {
-            Backend::Gpu
-        } else {
-            Backend::Emulator
-        }
+        if self.inner.gpu.is_some() { Backend::Gpu } else { Backend::Emulator }
     }
 
     /// The GPU's properties; `None` on the emulator.
@@ -223,9 +204,7 @@ impl Context {
         }
         match self.gpu() {
             Some(g) => g.launch(def.name, cfg, params).map_err(|e| self.note(e)),
-            None => emu::launch(def, &cfg, params)
-                .map(|_| ())
-                .map_err(Error::from),
+            None => emu::launch(def, &cfg, params).map(|_| ()).map_err(Error::from),
         }
     }
 
@@ -246,11 +225,7 @@ impl Context {
         if src.len() != dst.len() {
             return Err(Error::invalid(
                 "copy",
-                format!(
-                    "source has {} elements, destination {}",
-                    src.len(),
-                    dst.len()
-                ),
+                format!("source has {} elements, destination {}", src.len(), dst.len()),
             ));
         }
         let bytes = src.len() * T::DTYPE.size();
@@ -258,9 +233,7 @@ impl Context {
             return Ok(());
         }
         match self.gpu() {
-            Some(g) => g
-                .copy_d2d(dst.addr(), src.addr(), bytes)
-                .map_err(|e| self.note(e)),
+            Some(g) => g.copy_d2d(dst.addr(), src.addr(), bytes).map_err(|e| self.note(e)),
             None => {
                 let host = src.to_host()?;
                 dst.copy_from_host(&host)
@@ -280,21 +253,13 @@ impl Context {
     ) -> Result<Vec<f64>> {
         self.check_healthy()?;
         let Some(g) = self.gpu() else {
-            return Err(Error::invalid(
-                "time_runs",
-                "timing needs the GPU backend; the emulator does not model time",
-            ));
+            return Err(Error::invalid("time_runs", "timing needs the GPU backend; the emulator does not model time"));
         };
-        let flush = if flush_l2 {
-            Some(self.alloc::<u8>(2 * g.l2_bytes())?)
-        } else {
-            None
-        };
+        let flush = if flush_l2 { Some(self.alloc::<u8>(2 * g.l2_bytes())?) } else { None };
         let between = || match &flush {
             Some(b) => g.memset(b.as_view().addr(), 0, b.len()),
             None => Ok(()),
         };
-        g.time_runs(warmup, reps, between, f)
-            .map_err(|e| self.note(e))
+        g.time_runs(warmup, reps, between, f).map_err(|e| self.note(e))
     }
 }

@@ -17,20 +17,14 @@ pub enum Error {
     #[error(
         "the GPU `{device}` has compute capability {major}.{minor}; ferrokern's kernels need 8.0 (Ampere) or newer. Use the emulator backend instead"
     )]
-    UnsupportedDevice {
-        device: String,
-        major: i32,
-        minor: i32,
-    },
+    UnsupportedDevice { device: String, major: i32, minor: i32 },
 
     /// A call's arguments were refused before anything was launched.
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
 
     /// A buffer was used with a context other than the one that made it.
-    #[error(
-        "{op}: a buffer belongs to another Context; allocate every buffer of a call with the context that runs it"
-    )]
+    #[error("{op}: a buffer belongs to another Context; allocate every buffer of a call with the context that runs it")]
     WrongContext { op: &'static str },
 
     /// A CUDA driver call failed without faulting the context.
@@ -47,10 +41,7 @@ pub enum Error {
     #[error(
         "kernel `{kernel}` faulted on the GPU ({code}); the CUDA context is now unusable and every later call on it fails with this error. Reproduce on the emulator backend to locate the bad access"
     )]
-    DeviceFault {
-        kernel: &'static str,
-        code: CudaError,
-    },
+    DeviceFault { kernel: &'static str, code: CudaError },
 
     /// The emulator found a bug in a kernel (or refused its launch).
     #[error("{0}")]
@@ -66,10 +57,7 @@ pub enum Error {
 impl Error {
     /// An [`Error::InvalidArgument`] for `op`; `message` should say what to fix.
     pub fn invalid(op: &'static str, message: impl Into<String>) -> Self {
-        Error::InvalidArgument {
-            op,
-            message: message.into(),
-        }
+        Error::InvalidArgument { op, message: message.into() }
     }
 }
 

@@ -42,25 +42,13 @@ fn shared_optin(device: &Device) -> Option<u32> {
 
 impl Gpu {
     pub fn open(ptx: &'static [(&'static str, &'static str)]) -> Result<Gpu> {
-        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {
-            reason: e.to_string(),
-        })?;
-        let count = Device::num_devices().map_err(|e| Error::NoDevice {
-            reason: e.to_string(),
-        })?;
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        let count = Device::num_devices().map_err(|e| Error::NoDevice { reason: e.to_string() })?;
         if count == 0 {
-            return Err(Error::NoDevice {
-                reason: "the driver reports 0 devices".into(),
-            });
+            return Err(Error::NoDevice { reason: "the driver reports 0 devices".into() });
         }
-        let device = Device::get_device(0).map_err(|e| Error::NoDevice {
-            reason: e.to_string(),
-        })?;
-        let attr = |a| {
-            device
-                .get_attribute(a)
-                .map_err(cuda("cuDeviceGetAttribute"))
-        };
+        let device = Device::get_device(0).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        let attr = |a| device.get_attribute(a).map_err(cuda("cuDeviceGetAttribute"));
         let name = device.name().map_err(cuda("cuDeviceGetName"))?;
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
@@ -76,15 +64,10 @@ impl Gpu {
                     .is_ok_and(|n| n <= cc && !a.ends_with('a'))
             })
             .copied()
-            .ok_or(Error::UnsupportedDevice {
-                device: name.clone(),
-                major,
-                minor,
-            })?;
+            .ok_or(Error::UnsupportedDevice { device: name.clone(), major, minor })?;
         let ctx = CuContext::new(device).map_err(cuda("cuCtxCreate"))?;
         CurrentContext::set_current(&ctx).map_err(cuda("cuCtxSetCurrent"))?;
-        let module =
-            Module::from_ptx(text, &[]).map_err(|code| Error::ModuleLoad { arch, code })?;
+        let module = Module::from_ptx(text, &[]).map_err(|code| Error::ModuleLoad { arch, code })?;
         // A blocking stream: ordered with the legacy stream that cust's synchronous copies use.
         let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cuda("cuStreamCreate"))?;
         let info = DeviceInfo {
@@ -96,19 +79,11 @@ impl Gpu {
             clock_khz: attr(DeviceAttribute::ClockRate)?,
             memory_clock_khz: attr(DeviceAttribute::MemoryClockRate)?,
             memory_bus_bits: attr(DeviceAttribute::GlobalMemoryBusWidth)?,
-            driver_version: cust::CudaApiVersion::get()
-                .map(|v| v.major() * 1000 + v.minor() * 10)
-                .unwrap_or(0),
+            driver_version: cust::CudaApiVersion::get().map(|v| v.major() * 1000 + v.minor() * 10).unwrap_or(0),
             max_shared_optin: shared_optin(&device).unwrap_or(DEFAULT_SHARED_LIMIT),
             ptx_arch: arch,
         };
-        Ok(Gpu {
-            info,
-            stream,
-            module,
-            ctx,
-            last_kernel: Mutex::new("(none)"),
-        })
+        Ok(Gpu { info, stream, module, ctx, last_kernel: Mutex::new("(none)") })
     }
 
     /// Makes this context current on the calling thread (CUDA contexts are per thread).
@@ -127,10 +102,7 @@ impl Gpu {
 
     pub fn launch<P: Copy>(&self, name: &'static str, cfg: LaunchConfig, params: P) -> Result<()> {
         self.enter()?;
-        let func = self.module.get_function(name).map_err(|code| Error::Cuda {
-            call: "cuModuleGetFunction",
-            code,
-        })?;
+        let func = self.module.get_function(name).map_err(|code| Error::Cuda { call: "cuModuleGetFunction", code })?;
         if cfg.shared_bytes > DEFAULT_SHARED_LIMIT {
             // SAFETY: a plain attribute set on a valid function handle; the size was checked
             // against the device's opt-in limit by Context::launch.
@@ -144,10 +116,7 @@ impl Gpu {
             if r != cust::sys::cudaError_enum::CUDA_SUCCESS {
                 return Err(Error::invalid(
                     name,
-                    format!(
-                        "the driver refused {} bytes of dynamic shared memory ({r:?})",
-                        cfg.shared_bytes
-                    ),
+                    format!("the driver refused {} bytes of dynamic shared memory ({r:?})", cfg.shared_bytes),
                 ));
             }
         }
@@ -159,23 +128,13 @@ impl Gpu {
         // SAFETY: `P` is the kernel's own #[repr(C)] parameter struct (KernelDef<P> ties the
         // type to the entry point), passed by value as its single `.param`; the views inside it
         // were made by the op's launcher from live buffers of this context, whose sizes it checked.
-        unsafe {
-            self.stream.launch(
-                &func,
-                (g.x, g.y, g.z),
-                (b.x, b.y, b.z),
-                cfg.shared_bytes,
-                &args,
-            )
-        }
-        .map_err(|code| self.fault_or("cuLaunchKernel", code))
+        unsafe { self.stream.launch(&func, (g.x, g.y, g.z), (b.x, b.y, b.z), cfg.shared_bytes, &args) }
+            .map_err(|code| self.fault_or("cuLaunchKernel", code))
     }
 
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
-        self.stream
-            .synchronize()
-            .map_err(|code| self.fault_or("cuStreamSynchronize", code))
+        self.stream.synchronize().map_err(|code| self.fault_or("cuStreamSynchronize", code))
     }
 
     pub fn map_err(&self, call: &'static str) -> impl Fn(CudaError) -> Error + '_ {
@@ -191,8 +150,7 @@ impl Gpu {
         // SAFETY: both ranges come from views of live buffers of this context (checked by the
         // caller), each at least `bytes` long; the copy is ordered on this context's stream.
         unsafe {
-            let mut d =
-                DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
+            let mut d = DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
             let s = DeviceSlice::<u8>::from_raw_parts(DevicePointer::from_raw(src as u64), bytes);
             d.async_copy_from(&s, &self.stream)
         }
@@ -205,8 +163,7 @@ impl Gpu {
         self.enter()?;
         // SAFETY: the range comes from a live buffer of this context, `bytes` long.
         unsafe {
-            let mut d =
-                DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
+            let mut d = DeviceSlice::<u8>::from_raw_parts_mut(DevicePointer::from_raw(dst as u64), bytes);
             d.set_8_async(value, &self.stream)
         }
         .map_err(self.map_err("cuMemsetD8Async"))
@@ -231,21 +188,14 @@ impl Gpu {
         let ends: Vec<Event> = (0..reps).map(ev).collect::<Result<_>>()?;
         for i in 0..reps {
             between()?;
-            starts[i]
-                .record(&self.stream)
-                .map_err(self.map_err("cuEventRecord"))?;
+            starts[i].record(&self.stream).map_err(self.map_err("cuEventRecord"))?;
             f()?;
-            ends[i]
-                .record(&self.stream)
-                .map_err(self.map_err("cuEventRecord"))?;
+            ends[i].record(&self.stream).map_err(self.map_err("cuEventRecord"))?;
         }
         self.synchronize()?;
         (0..reps)
             .map(|i| {
-                ends[i]
-                    .elapsed_time_f32(&starts[i])
-                    .map(|ms| ms as f64)
-                    .map_err(self.map_err("cuEventElapsedTime"))
+                ends[i].elapsed_time_f32(&starts[i]).map(|ms| ms as f64).map_err(self.map_err("cuEventElapsedTime"))
             })
             .collect()
     }

@@ -14,10 +14,7 @@ pub fn gpu_or_skip(test: &str) -> Option<Context> {
     match ferrokern::context(BackendChoice::Gpu) {
         Ok(ctx) => Some(ctx),
         Err(e) => {
-            assert!(
-                !require_gpu(),
-                "{test}: {REQUIRE_GPU_ENV}=1 but the GPU is unusable: {e}"
-            );
+            assert!(!require_gpu(), "{test}: {REQUIRE_GPU_ENV}=1 but the GPU is unusable: {e}");
             let reason = match e {
                 Error::NoDevice { .. } => "no CUDA device".to_string(),
                 other => other.to_string(),

@@ -18,6 +18,19 @@ pub fn exp_approx(x: f32) -> f32 {
     exp2_approx(x * core::f32::consts::LOG2_E)
 }
 
+/// log2(x). GPU: `lg2.approx.f32` (max absolute error 2^-22 on [0.5, 2], relative 2^-22
+/// elsewhere, per the PTX ISA).
+#[inline(always)]
+pub fn log2_approx(x: f32) -> f32 {
+    imp::log2_approx(x)
+}
+
+/// ln(x) through `lg2.approx`.
+#[inline(always)]
+pub fn ln_approx(x: f32) -> f32 {
+    log2_approx(x) * core::f32::consts::LN_2
+}
+
 /// 1/sqrt(x). GPU: `rsqrt.approx.f32` (max relative error 2^-22.9 per the PTX ISA).
 #[inline(always)]
 pub fn rsqrt_approx(x: f32) -> f32 {

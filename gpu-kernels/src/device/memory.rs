@@ -49,10 +49,7 @@ unsafe impl<T: Sync> Sync for GlobalMut<T> {}
 impl<T: Copy> Global<T> {
     /// An empty view, for parameters a kernel variant does not use.
     pub const fn empty() -> Self {
-        Global {
-            ptr: core::ptr::null(),
-            len: 0,
-        }
+        Global { ptr: core::ptr::null(), len: 0 }
     }
 
     /// # Safety
@@ -104,10 +101,7 @@ impl<T: Copy> Global<T> {
 impl<T: Copy> GlobalMut<T> {
     /// An empty view, for parameters a kernel variant does not use.
     pub const fn empty() -> Self {
-        GlobalMut {
-            ptr: core::ptr::null_mut(),
-            len: 0,
-        }
+        GlobalMut { ptr: core::ptr::null_mut(), len: 0 }
     }
 
     /// # Safety
@@ -135,10 +129,7 @@ impl<T: Copy> GlobalMut<T> {
     /// The same memory, read-only.
     #[inline(always)]
     pub const fn as_global(&self) -> Global<T> {
-        Global {
-            ptr: self.ptr as *const T,
-            len: self.len,
-        }
+        Global { ptr: self.ptr as *const T, len: self.len }
     }
 
     #[inline(always)]
@@ -219,15 +210,8 @@ impl<T> Copy for Shared<T> {}
 impl<T: Copy> Shared<T> {
     /// The view of `len` elements at byte `offset` of the dynamic shared segment.
     pub const fn at(offset: u32, len: u32) -> Self {
-        assert!(
-            (offset as usize).is_multiple_of(core::mem::align_of::<T>()),
-            "misaligned shared view"
-        );
-        Shared {
-            offset,
-            len,
-            _t: PhantomData,
-        }
+        assert!((offset as usize).is_multiple_of(core::mem::align_of::<T>()), "misaligned shared view");
+        Shared { offset, len, _t: PhantomData }
     }
 
     /// Bytes this view spans; layouts add these up.

@@ -103,9 +103,7 @@ pub unsafe fn store_16b<T: Copy, const N: usize>(p: *mut T, v: [T; N]) {
 pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     let old: f32;
     // SAFETY: the caller guarantees a valid global address.
-    unsafe {
-        asm!("atom.global.add.f32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v)
-    };
+    unsafe { asm!("atom.global.add.f32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v) };
     old
 }
 
@@ -113,9 +111,7 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
 pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     let old: u32;
     // SAFETY: the caller guarantees a valid global address.
-    unsafe {
-        asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v)
-    };
+    unsafe { asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v) };
     old
 }
 
@@ -123,9 +119,7 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
 fn shared_ptr<T>(offset: u32, i: u32) -> *mut T {
     let base: u64;
     // SAFETY: takes the generic address of the dynamic shared segment.
-    unsafe {
-        asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack)) };
     (base + offset as u64 + i as u64 * core::mem::size_of::<T>() as u64) as *mut T
 }
 
@@ -197,9 +191,15 @@ pub fn sync_warp(mask: u32) {
 pub fn exp2_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe {
-        asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("ex2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn log2_approx(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("lg2.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }
 
@@ -207,9 +207,7 @@ pub fn exp2_approx(x: f32) -> f32 {
 pub fn rsqrt_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe {
-        asm!("rsqrt.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("rsqrt.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }
 
@@ -217,9 +215,7 @@ pub fn rsqrt_approx(x: f32) -> f32 {
 pub fn sqrt_rn(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
-    unsafe {
-        asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }
 
@@ -247,9 +243,7 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
 pub fn f16_to_f32(h: u16) -> f32 {
     let r: f32;
     // SAFETY: pure conversion.
-    unsafe {
-        asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack)) };
     r
 }
 
@@ -257,9 +251,7 @@ pub fn f16_to_f32(h: u16) -> f32 {
 pub fn f32_to_f16(x: f32) -> u16 {
     let r: u16;
     // SAFETY: pure conversion, round to nearest even.
-    unsafe {
-        asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("cvt.rn.f16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }
 
@@ -267,8 +259,6 @@ pub fn f32_to_f16(x: f32) -> u16 {
 pub fn f32_to_bf16(x: f32) -> u16 {
     let r: u16;
     // SAFETY: pure conversion, round to nearest even (sm_80+).
-    unsafe {
-        asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack))
-    };
+    unsafe { asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }

@@ -113,11 +113,7 @@ impl ElementwiseOp for Swiglu {
 #[inline(always)]
 fn one<Op: ElementwiseOp, T: Element>(p: &ElementwiseParams<T>, i: usize) {
     let a = p.a.load(i).to_f32();
-    let b = if Op::INPUTS == 2 {
-        p.b.load(i).to_f32()
-    } else {
-        0.0
-    };
+    let b = if Op::INPUTS == 2 { p.b.load(i).to_f32() } else { 0.0 };
     p.out.store(i, T::from_f32(Op::apply(p.alpha, a, b)));
 }
 
@@ -133,11 +129,7 @@ pub fn run<Op: ElementwiseOp, T: Element, const N: usize>(p: ElementwiseParams<T
         let mut c = tid;
         while c < chunks {
             let a = p.a.load_chunk::<N>(c);
-            let b = if Op::INPUTS == 2 {
-                p.b.load_chunk::<N>(c)
-            } else {
-                a
-            };
+            let b = if Op::INPUTS == 2 { p.b.load_chunk::<N>(c) } else { a };
             let mut o = a;
             for k in 0..N {
                 o[k] = T::from_f32(Op::apply(p.alpha, a[k].to_f32(), b[k].to_f32()));

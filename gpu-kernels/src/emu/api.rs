@@ -56,22 +56,11 @@ pub fn check_global<T>(addr: usize, len: usize, i: usize, n: usize, write: bool)
     let size = size_of::<T>();
     let a = addr.wrapping_add(i.wrapping_mul(size));
     if i.checked_add(n).is_none_or(|end| end > len) {
-        fault(FaultKind::OutOfBounds {
-            write,
-            index: i,
-            count: n,
-            len,
-            addr: a,
-            at: Location::caller(),
-        });
+        fault(FaultKind::OutOfBounds { write, index: i, count: n, len, addr: a, at: Location::caller() });
     }
     let align = if n > 1 { n * size } else { align_of::<T>() };
     if !a.is_multiple_of(align) {
-        fault(FaultKind::Misaligned {
-            addr: a,
-            align,
-            at: Location::caller(),
-        });
+        fault(FaultKind::Misaligned { addr: a, align, at: Location::caller() });
     }
 }
 
@@ -89,9 +78,7 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     // SAFETY: the caller checked bounds; f32 and AtomicU32 have the same size and alignment.
     let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
     let old = a
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-            Some((f32::from_bits(bits) + v).to_bits())
-        })
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f32::from_bits(bits) + v).to_bits()))
         .expect("the update always succeeds");
     f32::from_bits(old)
 }
@@ -109,22 +96,11 @@ fn shared_access<T>(offset: u32, len: u32, i: u32, write: bool) -> u32 {
     let at = Location::caller();
     let byte = (i as u64) * size as u64 + offset as u64;
     if i >= len || byte + size as u64 > block.shared.size() as u64 {
-        fault(FaultKind::SharedOutOfBounds {
-            write,
-            index: i,
-            len,
-            offset,
-            shared_bytes: block.shared.size(),
-            at,
-        });
+        fault(FaultKind::SharedOutOfBounds { write, index: i, len, offset, shared_bytes: block.shared.size(), at });
     }
     let byte = byte as u32;
     if !byte.is_multiple_of(align_of::<T>() as u32) {
-        fault(FaultKind::Misaligned {
-            addr: byte as usize,
-            align: align_of::<T>(),
-            at,
-        });
+        fault(FaultKind::Misaligned { addr: byte as usize, align: align_of::<T>(), at });
     }
     if let Err(k) = block.shared.track(t, block, byte, size, write, at) {
         fault(k);
@@ -148,13 +124,7 @@ pub fn shared_store<T: Copy>(offset: u32, len: u32, i: u32, v: T) {
 fn warp_collective(op: WarpOp, mask: u32, value: u32, arg: u32) -> u32 {
     let t = current();
     let block = t.block();
-    block.posts.borrow_mut()[t.linear as usize] = Some(Post {
-        op,
-        mask,
-        value,
-        arg,
-        at: Location::caller(),
-    });
+    block.posts.borrow_mut()[t.linear as usize] = Some(Post { op, mask, value, arg, at: Location::caller() });
     t.state.set(State::Warp);
     t.suspend();
     block.results[t.linear as usize].get()
@@ -178,6 +148,9 @@ pub fn sync_warp(mask: u32) {
 pub fn exp2_approx(x: f32) -> f32 {
     x.exp2()
 }
+pub fn log2_approx(x: f32) -> f32 {
+    x.log2()
+}
 pub fn rsqrt_approx(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
@@ -188,9 +161,5 @@ pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)
 }
 pub fn max_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        f32::NAN
-    } else {
-        a.max(b)
-    }
+    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
 }

@@ -101,11 +101,7 @@ impl BlockCtx {
     pub fn thread_dim3(&self, linear: u32) -> Dim3 {
         let bx = self.block_dim.x;
         let by = self.block_dim.y;
-        Dim3 {
-            x: linear % bx,
-            y: (linear / bx) % by,
-            z: linear / (bx * by),
-        }
+        Dim3 { x: linear % bx, y: (linear / bx) % by, z: linear / (bx * by) }
     }
 }
 
@@ -135,25 +131,16 @@ pub(crate) struct BlockRunner {
 
 impl BlockRunner {
     pub fn new(kernel: &'static str, cfg: LaunchConfig) -> Self {
-        BlockRunner {
-            kernel,
-            cfg,
-            stacks: Vec::new(),
-        }
+        BlockRunner { kernel, cfg, stacks: Vec::new() }
     }
 
     fn stack(&mut self) -> DefaultStack {
-        self.stacks.pop().unwrap_or_else(|| {
-            DefaultStack::new(STACK_BYTES).expect("emulator: cannot map a coroutine stack")
-        })
+        self.stacks
+            .pop()
+            .unwrap_or_else(|| DefaultStack::new(STACK_BYTES).expect("emulator: cannot map a coroutine stack"))
     }
 
-    pub fn run<P: Copy + 'static>(
-        &mut self,
-        body: fn(P),
-        params: P,
-        linear_block: u64,
-    ) -> Result<(), EmuError> {
+    pub fn run<P: Copy + 'static>(&mut self, body: fn(P), params: P, linear_block: u64) -> Result<(), EmuError> {
         let g = self.cfg.grid;
         let b = Dim3 {
             x: (linear_block % g.x as u64) as u32,
@@ -183,12 +170,7 @@ impl BlockRunner {
             .collect();
         let mut coros: Vec<Option<Coro>> = (0..n).map(|_| None).collect();
         let kernel = self.kernel;
-        let err = |thread: Option<Dim3>, kind: FaultKind| EmuError {
-            kernel,
-            block: Some(b),
-            thread,
-            kind,
-        };
+        let err = |thread: Option<Dim3>, kind: FaultKind| EmuError { kernel, block: Some(b), thread, kind };
 
         loop {
             for t in 0..n {
@@ -197,13 +179,10 @@ impl BlockRunner {
                 }
                 if coros[t].is_none() {
                     let stack = self.stack();
-                    coros[t] = Some(Coroutine::with_stack(
-                        stack,
-                        move |y: &Yielder<(), ()>, ()| {
-                            current().yielder.set(y);
-                            body(params);
-                        },
-                    ));
+                    coros[t] = Some(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                        current().yielder.set(y);
+                        body(params);
+                    }));
                 }
                 let coro = coros[t].as_mut().expect("created above");
                 CURRENT.with(|c| c.set(&threads[t]));
@@ -233,11 +212,7 @@ impl BlockRunner {
             }
 
             let all_done = threads.iter().all(|t| t.state.get() == State::Done);
-            if all_done
-                || threads
-                    .iter()
-                    .all(|t| matches!(t.state.get(), State::Barrier(_) | State::Done))
-            {
+            if all_done || threads.iter().all(|t| matches!(t.state.get(), State::Barrier(_) | State::Done)) {
                 // The barrier interval ends here: an uninitialized read in it that no race
                 // explained is now certain.
                 if let Some((thread, kind)) = block.shared.take_uninit_read(&block) {
@@ -247,14 +222,10 @@ impl BlockRunner {
             if all_done {
                 return Ok(());
             }
-            if self
-                .resolve_warps(&block, &threads)
-                .map_err(|k| err(None, k))?
-            {
+            if self.resolve_warps(&block, &threads).map_err(|k| err(None, k))? {
                 continue;
             }
-            self.release_barrier(&block, &threads)
-                .map_err(|k| err(None, k))?;
+            self.release_barrier(&block, &threads).map_err(|k| err(None, k))?;
         }
     }
 

@@ -54,31 +54,13 @@ pub struct LaunchConfig {
 #[derive(Clone, Debug)]
 pub enum FaultKind {
     /// A global access past the end of its view.
-    OutOfBounds {
-        write: bool,
-        index: usize,
-        count: usize,
-        len: usize,
-        addr: usize,
-        at: Loc,
-    },
+    OutOfBounds { write: bool, index: usize, count: usize, len: usize, addr: usize, at: Loc },
     /// A vector access whose address is not aligned to its size.
     Misaligned { addr: usize, align: usize, at: Loc },
     /// A shared access outside its view or the launch's shared segment.
-    SharedOutOfBounds {
-        write: bool,
-        index: u32,
-        len: u32,
-        offset: u32,
-        shared_bytes: u32,
-        at: Loc,
-    },
+    SharedOutOfBounds { write: bool, index: u32, len: u32, offset: u32, shared_bytes: u32, at: Loc },
     /// Two threads touched the same shared bytes, at least one writing, with no barrier between.
-    SharedRace {
-        offset: u32,
-        first: Access,
-        second: Access,
-    },
+    SharedRace { offset: u32, first: Access, second: Access },
     /// A shared read of bytes no thread of this block wrote.
     UninitSharedRead { offset: u32, at: Loc },
     /// Threads of a block that cannot all reach the same barrier.
@@ -119,14 +101,7 @@ fn loc(l: Loc) -> String {
 impl fmt::Display for FaultKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FaultKind::OutOfBounds {
-                write,
-                index,
-                count,
-                len,
-                addr,
-                at,
-            } => write!(
+            FaultKind::OutOfBounds { write, index, count, len, addr, at } => write!(
                 f,
                 "out-of-bounds global {} of {} element(s) at index {} (address {:#x}) in a view of {} element(s), at {}",
                 if *write { "write" } else { "read" },
@@ -137,20 +112,9 @@ impl fmt::Display for FaultKind {
                 loc(at)
             ),
             FaultKind::Misaligned { addr, align, at } => {
-                write!(
-                    f,
-                    "misaligned address {addr:#x}: this access needs {align}-byte alignment, at {}",
-                    loc(at)
-                )
+                write!(f, "misaligned address {addr:#x}: this access needs {align}-byte alignment, at {}", loc(at))
             }
-            FaultKind::SharedOutOfBounds {
-                write,
-                index,
-                len,
-                offset,
-                shared_bytes,
-                at,
-            } => write!(
+            FaultKind::SharedOutOfBounds { write, index, len, offset, shared_bytes, at } => write!(
                 f,
                 "out-of-bounds shared {} at index {} of a view of {} element(s) at byte offset {} (the launch has {} shared bytes), at {}",
                 if *write { "write" } else { "read" },
@@ -160,11 +124,7 @@ impl fmt::Display for FaultKind {
                 shared_bytes,
                 loc(at)
             ),
-            FaultKind::SharedRace {
-                offset,
-                first,
-                second,
-            } => write!(
+            FaultKind::SharedRace { offset, first, second } => write!(
                 f,
                 "shared-memory race at byte offset {}: thread {} {} it at {}, and thread {} {} it at {}, with no barrier between",
                 offset,
@@ -215,24 +175,12 @@ pub struct LaunchStats {
 
 /// The hardware limits a launch must respect (CUDA's, for every GPU ferrokern targets).
 pub fn check_launch(cfg: &LaunchConfig) -> Result<(), String> {
-    let LaunchConfig {
-        grid,
-        block,
-        shared_bytes,
-    } = *cfg;
+    let LaunchConfig { grid, block, shared_bytes } = *cfg;
     if grid.count() == 0 || block.count() == 0 {
-        return Err(format!(
-            "grid {} and block {} must have no zero dimension",
-            d3(grid),
-            d3(block)
-        ));
+        return Err(format!("grid {} and block {} must have no zero dimension", d3(grid), d3(block)));
     }
     if block.count() > 1024 {
-        return Err(format!(
-            "block {} has {} threads; the limit is 1024",
-            d3(block),
-            block.count()
-        ));
+        return Err(format!("block {} has {} threads; the limit is 1024", d3(block), block.count()));
     }
     if block.z > 64 {
         return Err(format!("block z = {} exceeds 64", block.z));
@@ -244,9 +192,7 @@ pub fn check_launch(cfg: &LaunchConfig) -> Result<(), String> {
         return Err(format!("grid {} has y or z over 65535", d3(grid)));
     }
     if shared_bytes > MAX_SHARED_BYTES {
-        return Err(format!(
-            "{shared_bytes} bytes of shared memory exceed the 227 KB per-block maximum"
-        ));
+        return Err(format!("{shared_bytes} bytes of shared memory exceed the 227 KB per-block maximum"));
     }
     Ok(())
 }
@@ -311,9 +257,6 @@ pub fn launch<P: Copy + Send + Sync + 'static>(
     }
     match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, e)) => Err(e),
-        None => Ok(LaunchStats {
-            blocks,
-            threads: blocks * cfg.block.count(),
-        }),
+        None => Ok(LaunchStats { blocks, threads: blocks * cfg.block.count() }),
     }
 }

@@ -24,12 +24,7 @@ struct Stamp {
     at: Option<Loc>,
 }
 
-const EMPTY: Stamp = Stamp {
-    thread: NOBODY,
-    barrier_epoch: 0,
-    warp_epoch: 0,
-    at: None,
-};
+const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, at: None };
 
 #[derive(Clone, Copy)]
 struct Granule {
@@ -58,12 +53,7 @@ impl SharedMem {
             // 0xFF bytes read as NaN in every float type: an unchecked uninitialized read poisons.
             bytes: RefCell::new(vec![0xFF; size as usize]),
             shadow: RefCell::new(vec![
-                Granule {
-                    written: false,
-                    write: EMPTY,
-                    read: EMPTY,
-                    read2: EMPTY
-                };
+                Granule { written: false, write: EMPTY, read: EMPTY, read2: EMPTY };
                 size.div_ceil(GRANULE) as usize
             ]),
         }
@@ -101,11 +91,7 @@ impl SharedMem {
                 write: prior_write,
                 at: prior.at.expect("recorded accesses have a location"),
             },
-            second: Access {
-                thread: block.thread_dim3(now.thread),
-                write: now_write,
-                at: now.at.expect("set"),
-            },
+            second: Access { thread: block.thread_dim3(now.thread), write: now_write, at: now.at.expect("set") },
         }
     }
 
@@ -156,13 +142,7 @@ impl SharedMem {
     /// The uninitialized read of the interval that just ended, if any: (reader, error).
     pub fn take_uninit_read(&self, block: &BlockCtx) -> Option<(crate::Dim3, FaultKind)> {
         self.pending_uninit.take().map(|(offset, s)| {
-            (
-                block.thread_dim3(s.thread),
-                FaultKind::UninitSharedRead {
-                    offset,
-                    at: s.at.expect("recorded"),
-                },
-            )
+            (block.thread_dim3(s.thread), FaultKind::UninitSharedRead { offset, at: s.at.expect("recorded") })
         })
     }
 

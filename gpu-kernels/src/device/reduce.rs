@@ -1,0 +1,207 @@
+//! Reductions across a warp or a whole block, over any state that knows how to combine.
+//!
+//! A state travels as up to three 32-bit words (a shuffle moves one word). Warp reductions
+//! are butterflies (`shfl_xor`), so every lane ends with the result; block reductions combine
+//! each warp's result through a small shared scratch that every warp then reduces itself, so
+//! every thread ends with the result after two barriers. The combination order is fixed, so
+//! results are bitwise deterministic run to run.
+
+use super::thread::{block_dim_x, sync_threads, thread_idx_x};
+use super::warp::{FULL_MASK, shfl_xor_sync};
+use super::{Shared, WARP_SIZE, math};
+
+/// A reduction state: an associative combine plus a word encoding for shuffles and shared memory.
+pub trait Reduce: Copy {
+    /// Words used by the encoding (1..=3).
+    const WORDS: u32;
+    /// The identity of `combine`.
+    fn identity() -> Self;
+    fn combine(self, other: Self) -> Self;
+    fn to_words(self) -> [u32; 3];
+    fn from_words(w: [u32; 3]) -> Self;
+}
+
+/// Words of shared scratch a block reduction needs: one state per warp.
+pub const fn block_scratch_words(words: u32) -> u32 {
+    32 * words
+}
+
+/// Sum of f32.
+#[derive(Clone, Copy)]
+pub struct Sum(pub f32);
+
+impl Reduce for Sum {
+    const WORDS: u32 = 1;
+    #[inline(always)]
+    fn identity() -> Self {
+        Sum(0.0)
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        Sum(self.0 + o.0)
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.0.to_bits(), 0, 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        Sum(f32::from_bits(w[0]))
+    }
+}
+
+/// Max of f32 where NaN wins, so a NaN anywhere in the input reaches the result.
+#[derive(Clone, Copy)]
+pub struct MaxNan(pub f32);
+
+impl Reduce for MaxNan {
+    const WORDS: u32 = 1;
+    #[inline(always)]
+    fn identity() -> Self {
+        MaxNan(f32::NEG_INFINITY)
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        MaxNan(math::max_nan(self.0, o.0))
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.0.to_bits(), 0, 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        MaxNan(f32::from_bits(w[0]))
+    }
+}
+
+/// (value, index) of the maximum: NaN counts as larger than everything, and among equal
+/// values the smaller index wins, so the result is the first maximum (as `torch.argmax`).
+#[derive(Clone, Copy)]
+pub struct ArgMax {
+    pub value: f32,
+    pub index: u32,
+}
+
+impl ArgMax {
+    #[inline(always)]
+    fn beats(&self, o: &Self) -> bool {
+        if self.index == u32::MAX {
+            return false;
+        }
+        if o.index == u32::MAX {
+            return true;
+        }
+        let (a, b) = (self.value, o.value);
+        if a.is_nan() || b.is_nan() {
+            return match (a.is_nan(), b.is_nan()) {
+                (true, false) => true,
+                (false, true) => false,
+                _ => self.index < o.index,
+            };
+        }
+        a > b || (a == b && self.index < o.index)
+    }
+}
+
+impl Reduce for ArgMax {
+    const WORDS: u32 = 2;
+    #[inline(always)]
+    fn identity() -> Self {
+        ArgMax { value: f32::NEG_INFINITY, index: u32::MAX }
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        if self.beats(&o) { self } else { o }
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.value.to_bits(), self.index, 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        ArgMax { value: f32::from_bits(w[0]), index: w[1] }
+    }
+}
+
+/// The online-softmax state: running max `m` and the sum `s` of `e^(x - m)`. Combining
+/// rescales the smaller side's sum; a side with `m = -inf` (nothing seen, or only -inf)
+/// contributes nothing, so fully masked inputs give `s = 0` rather than NaN.
+#[derive(Clone, Copy)]
+pub struct SoftmaxStats {
+    pub m: f32,
+    pub s: f32,
+}
+
+impl Reduce for SoftmaxStats {
+    const WORDS: u32 = 2;
+    #[inline(always)]
+    fn identity() -> Self {
+        SoftmaxStats { m: f32::NEG_INFINITY, s: 0.0 }
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        let m = math::max_nan(self.m, o.m);
+        if m == f32::NEG_INFINITY {
+            return SoftmaxStats::identity();
+        }
+        let scale = |x: &Self| if x.m == f32::NEG_INFINITY { 0.0 } else { x.s * math::exp_approx(x.m - m) };
+        SoftmaxStats { m, s: scale(&self) + scale(&o) }
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.m.to_bits(), self.s.to_bits(), 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        SoftmaxStats { m: f32::from_bits(w[0]), s: f32::from_bits(w[1]) }
+    }
+}
+
+/// Reduces over the 32 lanes of a full warp; every lane gets the result.
+#[inline(always)]
+#[track_caller]
+pub fn warp_reduce<R: Reduce>(v: R) -> R {
+    let mut v = v;
+    let mut offset = WARP_SIZE / 2;
+    while offset > 0 {
+        let w = v.to_words();
+        let mut o = [0u32; 3];
+        for i in 0..R::WORDS as usize {
+            o[i] = shfl_xor_sync(FULL_MASK, w[i], offset);
+        }
+        v = v.combine(R::from_words(o));
+        offset /= 2;
+    }
+    v
+}
+
+/// Reduces over every thread of a 1-D block (a multiple of 32 threads); every thread gets the
+/// result. `scratch` needs [`block_scratch_words`]`(R::WORDS)` words and is free again when
+/// this returns. Every thread of the block must call it.
+#[inline(always)]
+#[track_caller]
+pub fn block_reduce<R: Reduce>(v: R, scratch: Shared<u32>) -> R {
+    let v = warp_reduce(v);
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
+    let warps = block_dim_x() / WARP_SIZE;
+    if lane == 0 {
+        let w = v.to_words();
+        for i in 0..R::WORDS {
+            scratch.store(warp * R::WORDS + i, w[i as usize]);
+        }
+    }
+    sync_threads();
+    let mut mine = R::identity();
+    if lane < warps {
+        let mut w = [0u32; 3];
+        for i in 0..R::WORDS {
+            w[i as usize] = scratch.load(lane * R::WORDS + i);
+        }
+        mine = R::from_words(w);
+    }
+    let total = warp_reduce(mine);
+    // The next reduction may overwrite the scratch only after every warp has read it.
+    sync_threads();
+    total
+}

@@ -1,0 +1,129 @@
+//! Row reductions: `sum` (f32 result), `max` (NaN-propagating, result in the input type) and
+//! `argmax` (first index of the maximum; NaN counts as the maximum, as in `torch.argmax`).
+//!
+//! # Thread mapping
+//! The row engine's ([`crate::rows`]): a warp or a block per row, each thread accumulating its
+//! chunks in registers, then one group reduction. One pass over the input, no caching needed.
+//!
+//! # Safety
+//! As in [`crate::rows`]; the output for each op has `rows` elements.
+
+use crate::device::reduce::{ArgMax, MaxNan, Reduce, Sum};
+use crate::device::{Element, Global, GlobalMut};
+use crate::rows::{self, assign, group_reduce, load_chunk};
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReduceParams<T> {
+    pub rows: u32,
+    pub cols: u32,
+    pub vectorized: u32,
+    pub x: Global<T>,
+    /// `sum`'s output (f32, one per row); empty for the other ops.
+    pub sum: GlobalMut<f32>,
+    /// `max`'s output; empty for the other ops.
+    pub max: GlobalMut<T>,
+    /// `argmax`'s output; empty for the other ops.
+    pub argmax: GlobalMut<u32>,
+}
+
+/// Which reduction a kernel computes.
+pub trait RowReduction {
+    type State: Reduce;
+    fn element(v: f32, index: u32) -> Self::State;
+    fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: Self::State);
+}
+
+pub struct SumOp;
+pub struct MaxOp;
+pub struct ArgMaxOp;
+
+impl RowReduction for SumOp {
+    type State = Sum;
+    #[inline(always)]
+    fn element(v: f32, _: u32) -> Sum {
+        Sum(v)
+    }
+    #[inline(always)]
+    fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: Sum) {
+        p.sum.store(row, s.0)
+    }
+}
+
+impl RowReduction for MaxOp {
+    type State = MaxNan;
+    #[inline(always)]
+    fn element(v: f32, _: u32) -> MaxNan {
+        MaxNan(v)
+    }
+    #[inline(always)]
+    fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: MaxNan) {
+        p.max.store(row, T::from_f32(s.0))
+    }
+}
+
+impl RowReduction for ArgMaxOp {
+    type State = ArgMax;
+    #[inline(always)]
+    fn element(v: f32, index: u32) -> ArgMax {
+        ArgMax { value: v, index }
+    }
+    #[inline(always)]
+    fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: ArgMax) {
+        p.argmax.store(row, s.index)
+    }
+}
+
+/// The body of every reduction kernel: `VEC` elements per chunk, `G` threads per row.
+#[inline(always)]
+pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: ReduceParams<T>) {
+    let (mut row, stride, lane) = assign::<G>();
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(cols, VEC);
+    while row < p.rows as usize {
+        let base = row * cols;
+        let mut acc = <Op::State as Reduce>::identity();
+        let mut c = lane as usize;
+        while c < nchunks {
+            let v = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
+            for (k, &x) in v.iter().enumerate() {
+                if c * VEC + k < cols {
+                    acc = acc.combine(Op::element(x, (c * VEC + k) as u32));
+                }
+            }
+            c += G as usize;
+        }
+        let total = group_reduce::<Op::State, G>(acc);
+        if lane == 0 {
+            Op::store(&p, row, total);
+        }
+        row += stride;
+    }
+}
+
+type F16 = half::f16;
+type Bf16 = half::bf16;
+const W: u32 = crate::device::WARP_SIZE;
+const B: u32 = rows::BLOCK_ROW_THREADS;
+
+crate::kernels! {
+    SUM_F32_WARP = sum_f32_warp(ReduceParams<f32>) => run::<SumOp, f32, 4, W>;
+    SUM_F32_BLOCK = sum_f32_block(ReduceParams<f32>) => run::<SumOp, f32, 4, B>;
+    SUM_F16_WARP = sum_f16_warp(ReduceParams<F16>) => run::<SumOp, F16, 8, W>;
+    SUM_F16_BLOCK = sum_f16_block(ReduceParams<F16>) => run::<SumOp, F16, 8, B>;
+    SUM_BF16_WARP = sum_bf16_warp(ReduceParams<Bf16>) => run::<SumOp, Bf16, 8, W>;
+    SUM_BF16_BLOCK = sum_bf16_block(ReduceParams<Bf16>) => run::<SumOp, Bf16, 8, B>;
+    MAX_F32_WARP = max_f32_warp(ReduceParams<f32>) => run::<MaxOp, f32, 4, W>;
+    MAX_F32_BLOCK = max_f32_block(ReduceParams<f32>) => run::<MaxOp, f32, 4, B>;
+    MAX_F16_WARP = max_f16_warp(ReduceParams<F16>) => run::<MaxOp, F16, 8, W>;
+    MAX_F16_BLOCK = max_f16_block(ReduceParams<F16>) => run::<MaxOp, F16, 8, B>;
+    MAX_BF16_WARP = max_bf16_warp(ReduceParams<Bf16>) => run::<MaxOp, Bf16, 8, W>;
+    MAX_BF16_BLOCK = max_bf16_block(ReduceParams<Bf16>) => run::<MaxOp, Bf16, 8, B>;
+    ARGMAX_F32_WARP = argmax_f32_warp(ReduceParams<f32>) => run::<ArgMaxOp, f32, 4, W>;
+    ARGMAX_F32_BLOCK = argmax_f32_block(ReduceParams<f32>) => run::<ArgMaxOp, f32, 4, B>;
+    ARGMAX_F16_WARP = argmax_f16_warp(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, W>;
+    ARGMAX_F16_BLOCK = argmax_f16_block(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, B>;
+    ARGMAX_BF16_WARP = argmax_bf16_warp(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, W>;
+    ARGMAX_BF16_BLOCK = argmax_bf16_block(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, B>;
+}

@@ -1,0 +1,101 @@
+//! What every row op's launcher shares: the row shape, its checks, the strategy choice, and
+//! the kernel tables per dtype.
+
+use crate::{BufRef, Error, LaunchConfig, Result, Scalar};
+use gpu_kernels::Dim3;
+use gpu_kernels::KernelDef;
+use gpu_kernels::reduce::ReduceParams;
+use gpu_kernels::rows::MAX_ROW_BLOCKS;
+pub use gpu_kernels::rows::RowStrategy;
+use gpu_kernels::softmax::SoftmaxParams;
+
+/// A row-major matrix of `rows` contiguous rows of `cols` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Rows {
+    pub const fn new(rows: usize, cols: usize) -> Self {
+        Rows { rows, cols }
+    }
+
+    /// Elements in the matrix; errors when it cannot be indexed.
+    pub fn elements(&self, op: &'static str) -> Result<usize> {
+        if self.rows > u32::MAX as usize || self.cols >= 0xFFFF_FFF0 {
+            return Err(Error::invalid(
+                op,
+                format!("{} rows x {} cols: rows and cols must each be below 2^32 - 16", self.rows, self.cols),
+            ));
+        }
+        self.rows
+            .checked_mul(self.cols)
+            .ok_or_else(|| Error::invalid(op, format!("{} x {} elements overflow usize", self.rows, self.cols)))
+    }
+
+    /// Checks that a row-shaped view holds exactly `rows * cols` elements.
+    pub fn check_matrix<T: Scalar>(&self, op: &'static str, name: &str, len: usize) -> Result<()> {
+        let n = self.elements(op)?;
+        if len != n {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "{name} has {len} elements but the shape {} x {} needs {n}; pass a view of exactly rows * cols elements of {}",
+                    self.rows,
+                    self.cols,
+                    T::DTYPE.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that a per-row view holds exactly `rows` elements.
+    pub fn check_per_row(&self, op: &'static str, name: &str, len: usize) -> Result<()> {
+        if len != self.rows {
+            return Err(Error::invalid(
+                op,
+                format!("{name} has {len} elements but there are {} rows; it needs one per row", self.rows),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether the 128-bit path can run: every row of every view starts 16-byte aligned.
+pub fn vectorized<T: Scalar>(cols: usize, addrs: &[usize]) -> bool {
+    (cols * T::DTYPE.size()).is_multiple_of(16) && addrs.iter().all(|a| a.is_multiple_of(16))
+}
+
+/// The launch shape for `rows` rows with `strategy`.
+pub fn launch_config(strategy: RowStrategy, rows: usize) -> LaunchConfig {
+    let blocks = rows.div_ceil(strategy.rows_per_block() as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32;
+    LaunchConfig {
+        grid: Dim3::x(blocks),
+        block: Dim3::x(strategy.block_threads()),
+        shared_bytes: strategy.shared_bytes(),
+    }
+}
+
+/// The address of a view, or 0 for an absent one (alignment-neutral).
+pub fn addr<T: Scalar>(v: &BufRef<'_, T>) -> usize {
+    v.addr()
+}
+
+/// A row op's kernels for one dtype: `[warp, block]` per op.
+pub struct RowKernels<T: 'static> {
+    pub sum: [&'static KernelDef<ReduceParams<T>>; 2],
+    pub max: [&'static KernelDef<ReduceParams<T>>; 2],
+    pub argmax: [&'static KernelDef<ReduceParams<T>>; 2],
+    pub softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
+    pub log_softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
+}
+
+/// Index of `strategy` in a `[warp, block]` pair.
+pub const fn slot(strategy: RowStrategy) -> usize {
+    match strategy {
+        RowStrategy::Warp => 0,
+        RowStrategy::Block => 1,
+    }
+}

@@ -1,0 +1,71 @@
+//! `softmax` and `log_softmax` over the last dimension of a row-major matrix.
+//!
+//! A fully masked row (all -inf) gives 0 (softmax) or -inf (log_softmax), never NaN; a NaN in
+//! a row makes that row NaN and no other; huge magnitudes stay finite (the row max is
+//! subtracted first). `rows = 0` or `cols = 0` does nothing. Kernels:
+//! `gpu-kernels/src/softmax.rs`.
+
+use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
+use crate::{BufMut, BufRef, Context, Float, Result};
+use gpu_kernels::softmax::SoftmaxParams;
+
+fn launch<T: Float>(
+    ctx: &Context,
+    log: bool,
+    strategy: Option<RowStrategy>,
+    x: BufRef<'_, T>,
+    shape: Rows,
+    mut y: BufMut<'_, T>,
+) -> Result<()> {
+    let name = if log { "log_softmax" } else { "softmax" };
+    x.check_context(ctx, name)?;
+    y.check_context(ctx, name)?;
+    shape.check_matrix::<T>(name, "x", x.len())?;
+    shape.check_matrix::<T>(name, "y", y.len())?;
+    if shape.rows == 0 || shape.cols == 0 {
+        return Ok(());
+    }
+    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let k = T::row_kernels();
+    let def = if log { k.log_softmax[slot(strategy)] } else { k.softmax[slot(strategy)] };
+    let params = SoftmaxParams {
+        rows: shape.rows as u32,
+        cols: shape.cols as u32,
+        vectorized: vectorized::<T>(shape.cols, &[x.addr(), y.addr()]) as u32,
+        x: x.global(),
+        y: y.global_mut(),
+    };
+    ctx.launch(def, launch_config(strategy, shape.rows), params)
+}
+
+/// `y = softmax(x)` per row. `strategy: None` picks by row length.
+pub fn softmax_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    x: BufRef<'_, T>,
+    shape: Rows,
+    y: BufMut<'_, T>,
+) -> Result<()> {
+    launch(ctx, false, strategy, x, shape, y)
+}
+
+/// `y = log_softmax(x)` per row.
+pub fn log_softmax_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    x: BufRef<'_, T>,
+    shape: Rows,
+    y: BufMut<'_, T>,
+) -> Result<()> {
+    launch(ctx, true, strategy, x, shape, y)
+}
+
+/// Softmax per row; see [`softmax_with`].
+pub fn softmax<T: Float>(ctx: &Context, x: BufRef<'_, T>, shape: Rows, y: BufMut<'_, T>) -> Result<()> {
+    softmax_with(ctx, None, x, shape, y)
+}
+
+/// Log-softmax per row; see [`log_softmax_with`].
+pub fn log_softmax<T: Float>(ctx: &Context, x: BufRef<'_, T>, shape: Rows, y: BufMut<'_, T>) -> Result<()> {
+    log_softmax_with(ctx, None, x, shape, y)
+}
