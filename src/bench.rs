@@ -37,11 +37,7 @@ pub fn median(v: &[f64]) -> f64 {
         return f64::NAN;
     }
     let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        0.5 * (s[m - 1] + s[m])
-    }
+    if s.len() % 2 == 1 { s[m] } else { 0.5 * (s[m - 1] + s[m]) }
 }
 
 /// Median milliseconds of a device-to-device copy that moves `bytes` in all (reads
@@ -50,9 +46,7 @@ pub fn copy_baseline(ctx: &Context, bytes: u64) -> Result<f64> {
     let half = (bytes / 2) as usize;
     let src = ctx.alloc::<u8>(half)?;
     let mut dst = ctx.alloc::<u8>(half)?;
-    let t = ctx.time_runs(WARMUP, REPS, true, || {
-        ctx.copy(src.as_view(), dst.as_view_mut())
-    })?;
+    let t = ctx.time_runs(WARMUP, REPS, true, || ctx.copy(src.as_view(), dst.as_view_mut()))?;
     Ok(median(&t))
 }
 
@@ -66,15 +60,7 @@ fn elementwise_one<T: Float>(ctx: &Context, op: Op, n: usize) -> Result<Measurem
     let mut out = fill(0.0)?;
     let second: Option<BufRef<'_, T>> = (op.inputs() == 2 && op != Op::Axpy).then(|| b.as_view());
     let t = ctx.time_runs(WARMUP, REPS, true, || {
-        ew::launch_with(
-            ctx,
-            T::elementwise_kernel(op),
-            op,
-            0.5,
-            a.as_view(),
-            second,
-            out.as_view_mut(),
-        )
+        ew::launch_with(ctx, T::elementwise_kernel(op), op, 0.5, a.as_view(), second, out.as_view_mut())
     })?;
     let bytes = (op.bytes_per_element(size_of::<T>()) * n) as u64;
     let base = copy_baseline(ctx, bytes)?;
@@ -103,9 +89,6 @@ pub fn elementwise(ctx: &Context, op: Op, dtype: DType, n: usize) -> Result<Meas
         DType::F32 => elementwise_one::<f32>(ctx, op, n),
         DType::F16 => elementwise_one::<f16>(ctx, op, n),
         DType::BF16 => elementwise_one::<bf16>(ctx, op, n),
-        d => Err(Error::invalid(
-            "bench",
-            format!("dtype {} has no elementwise kernels", d.name()),
-        )),
+        d => Err(Error::invalid("bench", format!("dtype {} has no elementwise kernels", d.name()))),
     }
 }

@@ -14,9 +14,7 @@
 
 use ferrokern::elementwise::{self as ew, Op};
 use ferrokern::gpu_kernels::Element;
-use ferrokern::gpu_kernels::selftest::{
-    self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams,
-};
+use ferrokern::gpu_kernels::selftest::{self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams};
 use ferrokern::{Context, DeviceBuffer, Dim3, Error, Float, KernelDef, LaunchConfig, Result};
 use half::{bf16, f16};
 use std::cell::Cell;
@@ -49,10 +47,7 @@ struct Outcome {
 }
 
 fn outcome<R>(result: Result<R>, checks: impl IntoIterator<Item = Option<String>>) -> Outcome {
-    Outcome {
-        result: result.map(drop),
-        written: checks.into_iter().flatten().collect(),
-    }
+    Outcome { result: result.map(drop), written: checks.into_iter().flatten().collect() }
 }
 
 struct Case {
@@ -63,30 +58,18 @@ struct Case {
     run: Box<dyn Fn() -> Outcome>,
 }
 
-fn case(
-    name: &'static str,
-    want: Want,
-    fix: &[&'static str],
-    run: impl Fn() -> Outcome + 'static,
-) -> Case {
-    Case {
-        name,
-        want,
-        fix: fix.to_vec(),
-        run: Box::new(run),
-    }
+fn case(name: &'static str, want: Want, fix: &[&'static str], run: impl Fn() -> Outcome + 'static) -> Case {
+    Case { name, want, fix: fix.to_vec(), run: Box::new(run) }
 }
 
 /// `None` while every element of `b` has the bits `bits`; otherwise the first that changed.
 fn still<T: Float>(what: &str, b: &DeviceBuffer<T>, bits: u32) -> Option<String> {
     match b.to_host() {
         Err(e) => Some(format!("{what}: cannot read it back: {e}")),
-        Ok(v) => v.iter().position(|x| x.to_bits32() != bits).map(|i| {
-            format!(
-                "{what}[{i}] was written: bits {:#x}, expected {bits:#x}",
-                v[i].to_bits32()
-            )
-        }),
+        Ok(v) => v
+            .iter()
+            .position(|x| x.to_bits32() != bits)
+            .map(|i| format!("{what}[{i}] was written: bits {:#x}, expected {bits:#x}", v[i].to_bits32())),
     }
 }
 
@@ -147,21 +130,13 @@ impl Way {
     fn expect(self, op: Op) -> (Want, Vec<&'static str>) {
         let name = op.name();
         match self {
-            Way::InputShorter | Way::OutputShorter => {
-                (Want::Invalid, vec![name, "must have the same length"])
-            }
-            Way::SecondInput if two_inputs(op) => {
-                (Want::Invalid, vec![name, "must have the same length"])
-            }
+            Way::InputShorter | Way::OutputShorter => (Want::Invalid, vec![name, "must have the same length"]),
+            Way::SecondInput if two_inputs(op) => (Want::Invalid, vec![name, "must have the same length"]),
             Way::SecondInput => (Want::Invalid, vec![name, "pass no second input"]),
             Way::MissingSecond => (Want::Invalid, vec![name, "needs a second input"]),
-            Way::ForeignBuffer | Way::ForeignView | Way::ForeignContext => (
-                Want::WrongContext,
-                vec![
-                    name,
-                    "allocate every buffer of a call with the context that runs it",
-                ],
-            ),
+            Way::ForeignBuffer | Way::ForeignView | Way::ForeignContext => {
+                (Want::WrongContext, vec![name, "allocate every buffer of a call with the context that runs it"])
+            }
         }
     }
 }
@@ -189,65 +164,25 @@ fn elementwise_case<T: Float>(op: Op, way: Way) -> Outcome {
     let ctx = Context::emulator();
     let other = Context::emulator();
     let input = |c: &Context, n: usize| c.upload(&vec![T::from_f64(1.5); n]).unwrap();
-    let len_a = if way == Way::InputShorter {
-        ELEMS - 1
-    } else {
-        ELEMS
-    };
-    let len_b = if way == Way::SecondInput && two_inputs(op) {
-        ELEMS - 1
-    } else {
-        ELEMS
-    };
-    let len_out = if way == Way::OutputShorter {
-        ELEMS - 1
-    } else {
-        ELEMS
-    };
-    let a = input(
-        if way == Way::ForeignBuffer {
-            &other
-        } else {
-            &ctx
-        },
-        len_a,
-    );
+    let len_a = if way == Way::InputShorter { ELEMS - 1 } else { ELEMS };
+    let len_b = if way == Way::SecondInput && two_inputs(op) { ELEMS - 1 } else { ELEMS };
+    let len_out = if way == Way::OutputShorter { ELEMS - 1 } else { ELEMS };
+    let a = input(if way == Way::ForeignBuffer { &other } else { &ctx }, len_a);
     let b = input(&ctx, len_b);
     let mut out = ctx.alloc::<T>(len_out).unwrap();
     let mut foreign_out = other.alloc::<T>(ELEMS + 2).unwrap();
-    let call_ctx = if way == Way::ForeignContext {
-        &other
-    } else {
-        &ctx
-    };
-    let out_view = if way == Way::ForeignView {
-        foreign_out.view_mut(1..ELEMS + 1).unwrap()
-    } else {
-        out.as_view_mut()
-    };
+    let call_ctx = if way == Way::ForeignContext { &other } else { &ctx };
+    let out_view =
+        if way == Way::ForeignView { foreign_out.view_mut(1..ELEMS + 1).unwrap() } else { out.as_view_mut() };
     let kernel = T::elementwise_kernel(op);
     let result = match way {
-        Way::SecondInput if !two_inputs(op) => ew::launch_with(
-            call_ctx,
-            kernel,
-            op,
-            0.5,
-            a.as_view(),
-            Some(b.as_view()),
-            out_view,
-        ),
-        Way::MissingSecond => {
-            ew::launch_with(call_ctx, kernel, op, 0.5, a.as_view(), None, out_view)
+        Way::SecondInput if !two_inputs(op) => {
+            ew::launch_with(call_ctx, kernel, op, 0.5, a.as_view(), Some(b.as_view()), out_view)
         }
+        Way::MissingSecond => ew::launch_with(call_ctx, kernel, op, 0.5, a.as_view(), None, out_view),
         _ => typed(call_ctx, op, a.as_view(), b.as_view(), out_view),
     };
-    outcome(
-        result,
-        [
-            still_fresh("out", &out),
-            still_fresh("the other context's buffer", &foreign_out),
-        ],
-    )
+    outcome(result, [still_fresh("out", &out), still_fresh("the other context's buffer", &foreign_out)])
 }
 
 /// One row per case: `"name" => Op dtype Way;`. The name must read `op dtype <way's words>`.
@@ -445,9 +380,7 @@ fn copy_from_host_case(host: usize) -> Outcome {
 fn view_copy_from_host_case(host: usize) -> Outcome {
     let ctx = Context::emulator();
     let mut b = ctx.upload(&[SENTINEL; 10]).unwrap();
-    let result = b
-        .view_mut(3..7)
-        .and_then(|mut v| v.copy_from_host(&vec![1.0f32; host]));
+    let result = b.view_mut(3..7).and_then(|mut v| v.copy_from_host(&vec![1.0f32; host]));
     outcome(result, [still("buffer", &b, SENTINEL.to_bits())])
 }
 
@@ -469,18 +402,10 @@ fn copy_case(src_len: usize, dst_len: usize, from: CopyFrom) -> Outcome {
         CopyFrom::ForeignSource | CopyFrom::ForeignSourceView => &other,
         _ => &ctx,
     };
-    let dst_ctx = if from == CopyFrom::ForeignDestination {
-        &other
-    } else {
-        &ctx
-    };
+    let dst_ctx = if from == CopyFrom::ForeignDestination { &other } else { &ctx };
     let src = src_ctx.upload(&vec![1.0f32; src_len + 2]).unwrap();
     let mut dst = dst_ctx.upload(&vec![SENTINEL; dst_len]).unwrap();
-    let call_ctx = if from == CopyFrom::ForeignCaller {
-        &other
-    } else {
-        &ctx
-    };
+    let call_ctx = if from == CopyFrom::ForeignCaller { &other } else { &ctx };
     let src_view = if from == CopyFrom::ForeignSourceView {
         src.view(1..src_len + 1).unwrap()
     } else {
@@ -510,15 +435,8 @@ fn launch_case(
     let n = SELFTEST_BLOCK as usize;
     let input = ctx.upload(&vec![1.5f32; n]).unwrap();
     let mut out = ctx.alloc::<f32>(n).unwrap();
-    let params = SelftestParams {
-        input: input.as_view().global(),
-        out: out.as_view_mut().global_mut(),
-    };
-    let cfg = LaunchConfig {
-        grid,
-        block,
-        shared_bytes: shared(&ctx),
-    };
+    let params = SelftestParams { input: input.as_view().global(), out: out.as_view_mut().global_mut() };
+    let cfg = LaunchConfig { grid, block, shared_bytes: shared(&ctx) };
     let result = ctx.launch(def, cfg, params);
     outcome(result, [still_fresh("out", &out)])
 }
@@ -551,95 +469,37 @@ fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
         // DeviceBuffer::view
-        case(
-            "view: end past the buffer",
-            Invalid,
-            &["view", "5..11", "10 elements"],
-            || view_case(10, range(5, 11)),
-        ),
-        case(
-            "view: start and end past the buffer",
-            Invalid,
-            &["view", "11..12", "10 elements"],
-            || view_case(10, range(11, 12)),
-        ),
-        case("view: inverted range", Invalid, &["view", "7..3"], || {
-            view_case(10, range(7, 3))
+        case("view: end past the buffer", Invalid, &["view", "5..11", "10 elements"], || view_case(10, range(5, 11))),
+        case("view: start and end past the buffer", Invalid, &["view", "11..12", "10 elements"], || {
+            view_case(10, range(11, 12))
         }),
-        case(
-            "view: inverted range past the end",
-            Invalid,
-            &["view", "12..11"],
-            || view_case(10, range(12, 11)),
-        ),
-        case(
-            "view: end at usize::MAX",
-            Invalid,
-            &["view", "10 elements"],
-            || view_case(10, range(0, usize::MAX)),
-        ),
-        case(
-            "view: one element of an empty buffer",
-            Invalid,
-            &["view", "0..1", "0 elements"],
-            || view_case(0, range(0, 1)),
-        ),
+        case("view: inverted range", Invalid, &["view", "7..3"], || view_case(10, range(7, 3))),
+        case("view: inverted range past the end", Invalid, &["view", "12..11"], || view_case(10, range(12, 11))),
+        case("view: end at usize::MAX", Invalid, &["view", "10 elements"], || view_case(10, range(0, usize::MAX))),
+        case("view: one element of an empty buffer", Invalid, &["view", "0..1", "0 elements"], || {
+            view_case(0, range(0, 1))
+        }),
         // DeviceBuffer::view_mut
-        case(
-            "view_mut: end past the buffer",
-            Invalid,
-            &["view_mut", "5..11", "10 elements"],
-            || view_mut_case(10, range(5, 11)),
-        ),
-        case(
-            "view_mut: start and end past the buffer",
-            Invalid,
-            &["view_mut", "11..12"],
-            || view_mut_case(10, range(11, 12)),
-        ),
-        case(
-            "view_mut: inverted range",
-            Invalid,
-            &["view_mut", "7..3"],
-            || view_mut_case(10, range(7, 3)),
-        ),
-        case(
-            "view_mut: end at usize::MAX",
-            Invalid,
-            &["view_mut", "10 elements"],
-            || view_mut_case(10, range(0, usize::MAX)),
-        ),
-        case(
-            "view_mut: one element of an empty buffer",
-            Invalid,
-            &["view_mut", "0..1"],
-            || view_mut_case(0, range(0, 1)),
-        ),
+        case("view_mut: end past the buffer", Invalid, &["view_mut", "5..11", "10 elements"], || {
+            view_mut_case(10, range(5, 11))
+        }),
+        case("view_mut: start and end past the buffer", Invalid, &["view_mut", "11..12"], || {
+            view_mut_case(10, range(11, 12))
+        }),
+        case("view_mut: inverted range", Invalid, &["view_mut", "7..3"], || view_mut_case(10, range(7, 3))),
+        case("view_mut: end at usize::MAX", Invalid, &["view_mut", "10 elements"], || {
+            view_mut_case(10, range(0, usize::MAX))
+        }),
+        case("view_mut: one element of an empty buffer", Invalid, &["view_mut", "0..1"], || {
+            view_mut_case(0, range(0, 1))
+        }),
         // BufMut::reborrow (from a six-element view)
-        case(
-            "reborrow: end past the view",
-            Invalid,
-            &["0..7", "view of 6 elements"],
-            || reborrow_case(range(0, 7)),
-        ),
-        case(
-            "reborrow: start and end past the view",
-            Invalid,
-            &["7..7", "view of 6 elements"],
-            || reborrow_case(range(7, 7)),
-        ),
-        case(
-            "reborrow: inverted range",
-            Invalid,
-            &["4..2", "view of 6 elements"],
-            || reborrow_case(range(4, 2)),
-        ),
-        case(
-            "reborrow: end at usize::MAX",
-            Invalid,
-            &["view of 6 elements"],
-            || reborrow_case(range(1, usize::MAX)),
-        ),
+        case("reborrow: end past the view", Invalid, &["0..7", "view of 6 elements"], || reborrow_case(range(0, 7))),
+        case("reborrow: start and end past the view", Invalid, &["7..7", "view of 6 elements"], || {
+            reborrow_case(range(7, 7))
+        }),
+        case("reborrow: inverted range", Invalid, &["4..2", "view of 6 elements"], || reborrow_case(range(4, 2))),
+        case("reborrow: end at usize::MAX", Invalid, &["view of 6 elements"], || reborrow_case(range(1, usize::MAX))),
         // copy_from_host
         case(
             "copy_from_host: fewer host elements than the buffer",
@@ -672,48 +532,27 @@ fn other_table() -> Vec<Case> {
             || view_copy_from_host_case(10),
         ),
         // Context::copy
-        case(
-            "copy: destination shorter",
-            Invalid,
-            &["copy", "source has 10", "destination 9"],
-            || copy_case(10, 9, CopyFrom::Same),
-        ),
-        case(
-            "copy: destination longer",
-            Invalid,
-            &["copy", "source has 9", "destination 10"],
-            || copy_case(9, 10, CopyFrom::Same),
-        ),
-        case(
-            "copy: source from another context",
-            WrongContext,
-            &["copy", "allocate every buffer"],
-            || copy_case(10, 10, CopyFrom::ForeignSource),
-        ),
-        case(
-            "copy: source view of another context's buffer",
-            WrongContext,
-            &["copy", "allocate every buffer"],
-            || copy_case(10, 10, CopyFrom::ForeignSourceView),
-        ),
-        case(
-            "copy: destination from another context",
-            WrongContext,
-            &["copy", "allocate every buffer"],
-            || copy_case(10, 10, CopyFrom::ForeignDestination),
-        ),
-        case(
-            "copy: called on another context",
-            WrongContext,
-            &["copy", "allocate every buffer"],
-            || copy_case(10, 10, CopyFrom::ForeignCaller),
-        ),
-        case(
-            "copy: another context and mismatched lengths",
-            WrongContext,
-            &["copy", "allocate every buffer"],
-            || copy_case(10, 9, CopyFrom::ForeignDestination),
-        ),
+        case("copy: destination shorter", Invalid, &["copy", "source has 10", "destination 9"], || {
+            copy_case(10, 9, CopyFrom::Same)
+        }),
+        case("copy: destination longer", Invalid, &["copy", "source has 9", "destination 10"], || {
+            copy_case(9, 10, CopyFrom::Same)
+        }),
+        case("copy: source from another context", WrongContext, &["copy", "allocate every buffer"], || {
+            copy_case(10, 10, CopyFrom::ForeignSource)
+        }),
+        case("copy: source view of another context's buffer", WrongContext, &["copy", "allocate every buffer"], || {
+            copy_case(10, 10, CopyFrom::ForeignSourceView)
+        }),
+        case("copy: destination from another context", WrongContext, &["copy", "allocate every buffer"], || {
+            copy_case(10, 10, CopyFrom::ForeignDestination)
+        }),
+        case("copy: called on another context", WrongContext, &["copy", "allocate every buffer"], || {
+            copy_case(10, 10, CopyFrom::ForeignCaller)
+        }),
+        case("copy: another context and mismatched lengths", WrongContext, &["copy", "allocate every buffer"], || {
+            copy_case(10, 9, CopyFrom::ForeignDestination)
+        }),
         // Context::alloc
         case(
             "alloc: usize::MAX / 2 f32 elements (byte size overflows usize)",
@@ -739,67 +578,37 @@ fn other_table() -> Vec<Case> {
             &["out of device memory", "smaller shapes"],
             || alloc_case::<f32>(usize::MAX / 8),
         ),
-        case(
-            "alloc: 2^60 f32 elements (4 EiB)",
-            OutOfMemory,
-            &["out of device memory", "smaller shapes"],
-            || alloc_case::<f32>(1 << 60),
-        ),
+        case("alloc: 2^60 f32 elements (4 EiB)", OutOfMemory, &["out of device memory", "smaller shapes"], || {
+            alloc_case::<f32>(1 << 60)
+        }),
         // Context::launch: shapes the hardware cannot run
-        case(
-            "launch: block of 1025 threads",
-            Invalid,
-            &["ok_oob", "1025 threads", "limit is 1024"],
-            || launch_case(&st::OK_OOB, ONE, Dim3::x(1025), kernel_shared),
-        ),
-        case(
-            "launch: block of 32 x 33 threads",
-            Invalid,
-            &["ok_oob", "1056 threads", "limit is 1024"],
-            || launch_case(&st::OK_OOB, ONE, Dim3::xy(32, 33), kernel_shared),
-        ),
-        case(
-            "launch: block z of 65",
-            Invalid,
-            &["ok_oob", "block z = 65", "64"],
-            || launch_case(&st::OK_OOB, ONE, Dim3::new(1, 1, 65), kernel_shared),
-        ),
-        case(
-            "launch: grid y of 65536",
-            Invalid,
-            &["ok_oob", "y or z over 65535"],
-            || launch_case(&st::OK_OOB, Dim3::new(1, 65536, 1), BLOCK, kernel_shared),
-        ),
-        case(
-            "launch: grid z of 65536",
-            Invalid,
-            &["ok_oob", "y or z over 65535"],
-            || launch_case(&st::OK_OOB, Dim3::new(1, 1, 65536), BLOCK, kernel_shared),
-        ),
-        case(
-            "launch: grid x of 2^31",
-            Invalid,
-            &["ok_oob", "2^31 - 1"],
-            || launch_case(&st::OK_OOB, Dim3::x(1 << 31), BLOCK, kernel_shared),
-        ),
-        case(
-            "launch: zero grid",
-            Invalid,
-            &["ok_oob", "no zero dimension"],
-            || launch_case(&st::OK_OOB, Dim3::x(0), BLOCK, kernel_shared),
-        ),
-        case(
-            "launch: grid with y of 0",
-            Invalid,
-            &["ok_oob", "no zero dimension"],
-            || launch_case(&st::OK_OOB, Dim3::new(1, 0, 1), BLOCK, kernel_shared),
-        ),
-        case(
-            "launch: zero block",
-            Invalid,
-            &["ok_oob", "no zero dimension"],
-            || launch_case(&st::OK_OOB, ONE, Dim3::x(0), kernel_shared),
-        ),
+        case("launch: block of 1025 threads", Invalid, &["ok_oob", "1025 threads", "limit is 1024"], || {
+            launch_case(&st::OK_OOB, ONE, Dim3::x(1025), kernel_shared)
+        }),
+        case("launch: block of 32 x 33 threads", Invalid, &["ok_oob", "1056 threads", "limit is 1024"], || {
+            launch_case(&st::OK_OOB, ONE, Dim3::xy(32, 33), kernel_shared)
+        }),
+        case("launch: block z of 65", Invalid, &["ok_oob", "block z = 65", "64"], || {
+            launch_case(&st::OK_OOB, ONE, Dim3::new(1, 1, 65), kernel_shared)
+        }),
+        case("launch: grid y of 65536", Invalid, &["ok_oob", "y or z over 65535"], || {
+            launch_case(&st::OK_OOB, Dim3::new(1, 65536, 1), BLOCK, kernel_shared)
+        }),
+        case("launch: grid z of 65536", Invalid, &["ok_oob", "y or z over 65535"], || {
+            launch_case(&st::OK_OOB, Dim3::new(1, 1, 65536), BLOCK, kernel_shared)
+        }),
+        case("launch: grid x of 2^31", Invalid, &["ok_oob", "2^31 - 1"], || {
+            launch_case(&st::OK_OOB, Dim3::x(1 << 31), BLOCK, kernel_shared)
+        }),
+        case("launch: zero grid", Invalid, &["ok_oob", "no zero dimension"], || {
+            launch_case(&st::OK_OOB, Dim3::x(0), BLOCK, kernel_shared)
+        }),
+        case("launch: grid with y of 0", Invalid, &["ok_oob", "no zero dimension"], || {
+            launch_case(&st::OK_OOB, Dim3::new(1, 0, 1), BLOCK, kernel_shared)
+        }),
+        case("launch: zero block", Invalid, &["ok_oob", "no zero dimension"], || {
+            launch_case(&st::OK_OOB, ONE, Dim3::x(0), kernel_shared)
+        }),
         case(
             "launch: dynamic shared memory one byte over the device limit",
             Invalid,
@@ -813,32 +622,23 @@ fn other_table() -> Vec<Case> {
             || launch_case(&st::OK_RACE, ONE, BLOCK, |_| u32::MAX),
         ),
         // Context::time_runs
-        case(
-            "time_runs: on the emulator",
-            Invalid,
-            &["time_runs", "needs the GPU backend"],
-            || time_runs_case(false),
-        ),
-        case(
-            "time_runs: on the emulator with an L2 flush",
-            Invalid,
-            &["time_runs", "needs the GPU backend"],
-            || time_runs_case(true),
-        ),
+        case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),
+        case("time_runs: on the emulator with an L2 flush", Invalid, &["time_runs", "needs the GPU backend"], || {
+            time_runs_case(true)
+        }),
     ]
 }
 
 /// Runs one case; `Err` says how it fell short.
 fn check(c: &Case) -> std::result::Result<String, String> {
-    let Outcome { result, written } =
-        catch_unwind(AssertUnwindSafe(|| (c.run)())).map_err(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a non-string payload".into());
-            format!("panicked: {msg}")
-        })?;
+    let Outcome { result, written } = catch_unwind(AssertUnwindSafe(|| (c.run)())).map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a non-string payload".into());
+        format!("panicked: {msg}")
+    })?;
     let e = match result {
         Ok(()) => return Err(format!("was accepted; expected {:?}", c.want)),
         Err(e) => e,
@@ -871,32 +671,18 @@ fn bad_input_matrix() {
     }
     for op in Op::ALL {
         for dtype in ["f32", "f16", "bf16"] {
-            let mut ways = vec![
-                Way::InputShorter,
-                Way::OutputShorter,
-                Way::SecondInput,
-                Way::ForeignBuffer,
-                Way::ForeignView,
-            ];
+            let mut ways =
+                vec![Way::InputShorter, Way::OutputShorter, Way::SecondInput, Way::ForeignBuffer, Way::ForeignView];
             if two_inputs(op) {
                 ways.push(Way::MissingSecond);
             }
             for way in ways {
-                assert!(
-                    seen.contains(&(op, dtype, way)),
-                    "no case for {} {dtype} {}",
-                    op.name(),
-                    way.words(op)
-                );
+                assert!(seen.contains(&(op, dtype, way)), "no case for {} {dtype} {}", op.name(), way.words(op));
             }
         }
     }
 
-    let cases: Vec<Case> = elementwise
-        .into_iter()
-        .map(|(_, _, _, c)| c)
-        .chain(other_table())
-        .collect();
+    let cases: Vec<Case> = elementwise.into_iter().map(|(_, _, _, c)| c).chain(other_table()).collect();
     let names: HashSet<_> = cases.iter().map(|c| c.name).collect();
     assert_eq!(names.len(), cases.len(), "case names must be unique");
 

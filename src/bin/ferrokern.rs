@@ -12,11 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "ferrokern",
-    version,
-    about = "GPU kernels in Rust: benchmark, verify, inspect"
-)]
+#[command(name = "ferrokern", version, about = "GPU kernels in Rust: benchmark, verify, inspect")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -123,18 +119,12 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 
 /// The broken variant `--kernel` names. Only scale f32 has them, so anything else is refused
 /// rather than silently running the shipped kernel.
-fn selftest_kernel(
-    name: &str,
-    op: Op,
-    dtype: DType,
-) -> Result<&'static KernelDef<ElementwiseParams<f32>>, String> {
+fn selftest_kernel(name: &str, op: Op, dtype: DType) -> Result<&'static KernelDef<ElementwiseParams<f32>>, String> {
     let def = match name {
         "bug_scale_no_tail" => &selftest::BUG_SCALE_NO_TAIL,
         "bug_scale_bf16_math" => &selftest::BUG_SCALE_BF16_MATH,
         other => {
-            return Err(format!(
-                "unknown --kernel `{other}`: use bug_scale_no_tail or bug_scale_bf16_math"
-            ));
+            return Err(format!("unknown --kernel `{other}`: use bug_scale_no_tail or bug_scale_bf16_math"));
         }
     };
     if op != Op::Scale || dtype != DType::F32 {
@@ -161,11 +151,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
                 verify::AVAILABLE.join(", ")
             ));
         }
-        return bad_args(format!(
-            "unknown op `{}`; available: {}",
-            a.op,
-            verify::AVAILABLE.join(", ")
-        ));
+        return bad_args(format!("unknown op `{}`; available: {}", a.op, verify::AVAILABLE.join(", ")));
     };
     let dtype = match parse_dtype(&a.dtype) {
         Ok(d) => d,
@@ -198,11 +184,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     .filter_map(|(f, set)| set.then_some(f))
     .collect();
     if !stray.is_empty() {
-        return bad_args(format!(
-            "`{}` is elementwise and takes only --len; remove {}",
-            a.op,
-            stray.join(", ")
-        ));
+        return bad_args(format!("`{}` is elementwise and takes only --len; remove {}", a.op, stray.join(", ")));
     }
     let kernel = match a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)) {
         None => None,
@@ -214,15 +196,9 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let values = if a.specials {
-        Values::WithSpecials
-    } else {
-        Values::Finite
-    };
+    let values = if a.specials { Values::WithSpecials } else { Values::Finite };
     println!(
         "verify {} len={len} dtype={} backend={} seed={seed} offset={}",
         op.name(),
@@ -231,19 +207,9 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         a.offset
     );
     if let Some(def) = kernel {
-        println!(
-            "kernel {} (a deliberately broken self-test variant)",
-            def.name
-        );
+        println!("kernel {} (a deliberately broken self-test variant)", def.name);
     }
-    let case = ElementwiseCase {
-        op,
-        dtype,
-        len,
-        seed,
-        offset: a.offset,
-        values,
-    };
+    let case = ElementwiseCase { op, dtype, len, seed, offset: a.offset, values };
     let result = match kernel {
         Some(def) => verify::elementwise_with::<f32>(&ctx, &case, def),
         None => verify::elementwise(&ctx, &case),
@@ -251,11 +217,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     match result {
         Ok(report) => {
             println!("{report}");
-            if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
         Err(e) => {
@@ -267,9 +229,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
 fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     // Civil-from-days (Howard Hinnant's algorithm).
     let z = secs.div_euclid(86_400) + 719_468;
     let era = z.div_euclid(146_097);
@@ -285,16 +245,11 @@ fn today() -> String {
 
 fn print_ptx_table() -> bool {
     let Some(ptxas) = info::find_tool("ptxas") else {
-        println!(
-            "PTX resources: ptxas not found (run scripts/setup.sh, or put CUDA's ptxas on PATH)"
-        );
+        println!("PTX resources: ptxas not found (run scripts/setup.sh, or put CUDA's ptxas on PATH)");
         return true;
     };
     let mut ok = true;
-    println!(
-        "{:<6} {:<22} {:>5} {:>9} {:>7} {:>7}",
-        "arch", "kernel", "regs", "static smem B", "spill B", "stack B"
-    );
+    println!("{:<6} {:<22} {:>5} {:>9} {:>7} {:>7}", "arch", "kernel", "regs", "static smem B", "spill B", "stack B");
     for (arch, ptx) in ferrokern::PTX {
         match info::ptxas(&ptxas, arch, ptx) {
             Ok((rows, cubin)) => {
@@ -342,10 +297,7 @@ fn run_info(sass: bool) -> ExitCode {
         Err(e) => println!("devices: none usable ({e})"),
     }
     for (arch, ptx) in ferrokern::PTX {
-        let version = ptx
-            .lines()
-            .find(|l| l.starts_with(".version"))
-            .unwrap_or(".version ?");
+        let version = ptx.lines().find(|l| l.starts_with(".version")).unwrap_or(".version ?");
         println!(
             "embedded PTX {arch}: {} bytes, {}, {} entry points",
             ptx.len(),
@@ -388,27 +340,17 @@ fn run_info(sass: bool) -> ExitCode {
             _ => println!("--sass: ptxas and nvdisasm are needed (run scripts/setup.sh)"),
         }
     }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// The correctness sweep the bench runs where it cannot time anything: every op and dtype at
 /// odd and larger lengths, aligned and misaligned, on the emulator.
 fn emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     const LENS: &[usize] = &[1, 7, 33, 1023, 4097, 65_537];
-    println!(
-        "{:<8} {:<5} {:>7} {:>6} {:>11} {:>11}  result",
-        "op", "dtype", "len", "offset", "max_rel", "elem/s"
-    );
+    println!("{:<8} {:<5} {:>7} {:>6} {:>11} {:>11}  result", "op", "dtype", "len", "offset", "max_rel", "elem/s");
     let mut all_ok = true;
     let (mut count, mut failed) = (0, 0);
-    for op in Op::ALL
-        .into_iter()
-        .filter(|o| filter.is_none_or(|f| o.name().contains(f)))
-    {
+    for op in Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))) {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             for &len in LENS {
                 for offset in [0, 1] {
@@ -437,34 +379,21 @@ fn emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
                                     offset,
                                     rep.max_rel_err,
                                     rate,
-                                    if rep.passed() {
-                                        "PASS".to_string()
-                                    } else {
-                                        rep.to_string()
-                                    }
+                                    if rep.passed() { "PASS".to_string() } else { rep.to_string() }
                                 );
                             }
                         }
                         Err(e) => {
                             all_ok = false;
                             failed += 1;
-                            println!(
-                                "{:<8} {:<5} {:>7} {:>6}  ERROR {e}",
-                                op.name(),
-                                dtype.name(),
-                                len,
-                                offset
-                            );
+                            println!("{:<8} {:<5} {:>7} {:>6}  ERROR {e}", op.name(), dtype.name(), len, offset);
                         }
                     }
                 }
             }
         }
     }
-    println!(
-        "emulator sweep: {} passed, {failed} failed (rows shown: len >= 4097 and failures)",
-        count - failed
-    );
+    println!("emulator sweep: {} passed, {failed} failed (rows shown: len >= 4097 and failures)", count - failed);
     all_ok
 }
 
@@ -476,15 +405,7 @@ fn print_measurements(rows: &[Measurement]) {
     for m in rows {
         println!(
             "{:<12} {:<8} {:<4} {:<12} {:<5} {:>10.4} {:>9.1} {:>10.1} {:>7.3}",
-            m.family,
-            m.op,
-            m.version,
-            m.shape,
-            m.dtype,
-            m.median_ms,
-            m.gbps,
-            m.baseline_gbps,
-            m.ratio
+            m.family, m.op, m.version, m.shape, m.dtype, m.median_ms, m.gbps, m.baseline_gbps, m.ratio
         );
     }
 }
@@ -496,10 +417,9 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     };
     let filter = a.filter.as_deref();
     let Some(dev) = ctx.device_info().cloned() else {
-        let why = ferrokern::context(BackendChoice::Gpu).err().map_or_else(
-            || "the emulator backend was chosen".to_string(),
-            |e| e.to_string(),
-        );
+        let why = ferrokern::context(BackendChoice::Gpu)
+            .err()
+            .map_or_else(|| "the emulator backend was chosen".to_string(), |e| e.to_string());
         println!("No GPU: {why}");
         println!(
             "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
@@ -507,11 +427,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         let ok = emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
-        return if ok && ptx_ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        };
+        return if ok && ptx_ok { ExitCode::SUCCESS } else { ExitCode::from(1) };
     };
     println!(
         "ferrokern bench {}: {} (sm_{}{}, {} SMs, SM clock {} MHz, memory {} MHz x {} bit), driver CUDA {}.{}, PTX {}",
@@ -534,20 +450,11 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     );
     let mut rows = Vec::new();
     let mut ok = true;
-    for op in Op::ALL
-        .into_iter()
-        .filter(|o| filter.is_none_or(|f| o.name().contains(f)))
-    {
+    for op in Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))) {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             // Check before timing: a fast wrong kernel is not a result.
-            let case = ElementwiseCase {
-                op,
-                dtype,
-                len: 1 << 20 | 3,
-                seed: 5,
-                offset: 0,
-                values: Values::WithSpecials,
-            };
+            let case =
+                ElementwiseCase { op, dtype, len: 1 << 20 | 3, seed: 5, offset: 0, values: Values::WithSpecials };
             match verify::elementwise(&ctx, &case) {
                 Ok(r) if r.passed() => {}
                 Ok(r) => {
@@ -588,19 +495,12 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "reps": bench::REPS,
             "measurements": rows,
         });
-        if let Err(e) = std::fs::write(
-            &path,
-            serde_json::to_string_pretty(&doc).expect("serializable"),
-        ) {
+        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
             println!("writing {}: {e}", path.display());
             ok = false;
         }
     }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 fn main() -> ExitCode {
