@@ -92,3 +92,161 @@ pub fn elementwise(ctx: &Context, op: Op, dtype: DType, n: usize) -> Result<Meas
         d => Err(Error::invalid("bench", format!("dtype {} has no elementwise kernels", d.name()))),
     }
 }
+
+/// A self-contained SVG bar chart of each row's `ratio` (one horizontal bar per row, labeled
+/// `op dtype shape`), with a dashed line at 1.0, the baseline. Hand-written so the bench needs
+/// no plotting stack on a GPU machine, and the file opens in any browser.
+pub fn plot_svg(title: &str, rows: &[Measurement]) -> String {
+    use std::fmt::Write;
+
+    fn esc(s: &str) -> String {
+        s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    }
+    /// A round tick step giving about five ticks up to `max`.
+    fn nice_step(max: f64) -> f64 {
+        let raw = max / 5.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        [1.0, 2.0, 2.5, 5.0, 10.0].into_iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
+    }
+
+    let labels: Vec<String> = rows.iter().map(|m| format!("{} {} {}", m.op, m.dtype, m.shape)).collect();
+    // Monospace text: about 7.2 px per character at 12 px.
+    let label_w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64 * 7.2;
+    let (left, right, top, bottom, row_h) = (label_w + 20.0, 70.0, 74.0, 40.0, 20.0);
+    let plot_w = 600.0;
+    let width = left + plot_w + right;
+    let height = top + row_h * rows.len().max(1) as f64 + bottom;
+    // Bars are measured against the larger of the best ratio and the baseline, so the 1.0
+    // line is always on the chart; a ratio that is not a finite positive number has no bar.
+    let finite = |r: f64| r.is_finite() && r > 0.0;
+    let top_ratio = rows.iter().map(|m| m.ratio).filter(|r| finite(*r)).fold(1.0f64, f64::max);
+    let step = nice_step(top_ratio * 1.05);
+    let x_max = (top_ratio * 1.05 / step).ceil() * step;
+    let x = |r: f64| left + plot_w * r / x_max;
+    let axis_y = top + row_h * rows.len().max(1) as f64;
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="monospace" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="22" font-size="15" font-weight="bold" text-anchor="middle">{}</text>"#,
+        width / 2.0,
+        esc(title)
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{:.1}" y="42" fill="#555" text-anchor="middle">throughput / baseline throughput (higher is better; dashed line: 1.0 = baseline)</text>"##,
+        width / 2.0
+    );
+    if rows.is_empty() {
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">no measurements</text>"#,
+            width / 2.0,
+            top + row_h * 0.7
+        );
+    }
+    // Grid lines and tick labels.
+    let ticks = (x_max / step).round() as usize;
+    for i in 0..=ticks {
+        let r = step * i as f64;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{top:.1}" x2="{0:.1}" y2="{axis_y:.1}" stroke="#e5e5e5"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle">{r:.2}</text>"##,
+            x(r),
+            axis_y + 16.0
+        );
+    }
+    for (i, (m, label)) in rows.iter().zip(&labels).enumerate() {
+        let y = top + row_h * i as f64;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            y + row_h * 0.7,
+            esc(label)
+        );
+        if finite(m.ratio) {
+            let color = if m.ratio >= 1.0 { "#4c78a8" } else { "#e45756" };
+            let _ = writeln!(
+                s,
+                r#"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"><title>{} ratio {:.3}</title></rect><text x="{:.1}" y="{:.1}">{:.2}</text>"#,
+                y + 3.0,
+                x(m.ratio) - left,
+                row_h - 6.0,
+                esc(label),
+                m.ratio,
+                x(m.ratio) + 4.0,
+                y + row_h * 0.7,
+                m.ratio
+            );
+        } else {
+            let _ = writeln!(s, r##"<text x="{:.1}" y="{:.1}" fill="#555">n/a</text>"##, left + 4.0, y + row_h * 0.7);
+        }
+    }
+    let _ = writeln!(
+        s,
+        r##"<line x1="{left:.1}" y1="{top:.1}" x2="{left:.1}" y2="{axis_y:.1}" stroke="#333"/><line x1="{left:.1}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#333"/>"##,
+        left + plot_w
+    );
+    let _ = writeln!(
+        s,
+        r##"<line x1="{0:.1}" y1="{1:.1}" x2="{0:.1}" y2="{axis_y:.1}" stroke="#222" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle">baseline</text>"##,
+        x(1.0),
+        top - 6.0,
+        top - 9.0
+    );
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(op: &str, dtype: &'static str, shape: &str, ratio: f64) -> Measurement {
+        Measurement {
+            family: "elementwise",
+            op: op.into(),
+            version: "v1".into(),
+            shape: shape.into(),
+            dtype,
+            median_ms: 1.0,
+            min_ms: 0.9,
+            bytes: 1 << 20,
+            gbps: 1.0,
+            baseline: "copy",
+            baseline_median_ms: ratio,
+            baseline_gbps: 1.0 / ratio,
+            ratio,
+        }
+    }
+
+    #[test]
+    fn plot_svg_has_a_labeled_bar_per_row_and_the_baseline() {
+        let rows = [row("gelu", "bf16", "n=1048576", 0.93), row("axpy", "f32", "n=16777216", 1.21)];
+        let svg = plot_svg("ferrokern bench 2026-11-30: H200 <test> & co", &rows);
+        assert!(svg.starts_with("<svg "), "{svg}");
+        assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert!(svg.contains(">gelu bf16 n=1048576</text>"), "{svg}");
+        assert!(svg.contains(">axpy f32 n=16777216</text>"), "{svg}");
+        assert_eq!(svg.matches("<rect x=").count(), 2, "one bar per row: {svg}");
+        assert!(svg.contains("stroke-dasharray"), "the 1.0 line: {svg}");
+        // The title is escaped, so a GPU name with markup characters cannot break the file.
+        assert!(svg.contains("H200 &lt;test&gt; &amp; co"), "{svg}");
+        assert!(svg.contains(">0.93</text>") && svg.contains(">1.21</text>"), "{svg}");
+    }
+
+    #[test]
+    fn plot_svg_survives_no_rows_and_non_finite_ratios() {
+        let empty = plot_svg("t", &[]);
+        assert!(empty.contains("no measurements"), "{empty}");
+        let odd = plot_svg("t", &[row("mul", "f16", "n=1", f64::INFINITY)]);
+        assert!(odd.contains(">mul f16 n=1</text>") && odd.contains(">n/a</text>"), "{odd}");
+        assert!(!odd.contains("NaN") && !odd.contains("inf"), "{odd}");
+    }
+}

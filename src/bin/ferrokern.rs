@@ -8,6 +8,7 @@ use ferrokern::gpu_kernels::elementwise::ElementwiseParams;
 use ferrokern::gpu_kernels::selftest;
 use ferrokern::verify::{self, ElementwiseCase, Values};
 use ferrokern::{BackendChoice, Context, DType, KernelDef, info};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -42,6 +43,9 @@ struct BenchArgs {
     /// Write every measurement as JSON.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Write an SVG bar chart of every measurement's ratio to its baseline (GPU only).
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
     /// Only kernels whose op name contains this.
     #[arg(long)]
     filter: Option<String>,
@@ -427,6 +431,9 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         let ok = emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
+        if let Some(path) = &a.plot {
+            println!("--plot: nothing was timed without a GPU, so {} was not written", path.display());
+        }
         return if ok && ptx_ok { ExitCode::SUCCESS } else { ExitCode::from(1) };
     };
     println!(
@@ -450,36 +457,47 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     );
     let mut rows = Vec::new();
     let mut ok = true;
-    for op in Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))) {
-        for dtype in [DType::F32, DType::F16, DType::BF16] {
+    let ops: Vec<Op> = Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect();
+    const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+    // On stderr, so stdout stays the table; indicatif draws nothing when stderr is not a
+    // terminal, so logs of a bundle run get no control characters.
+    let progress = ProgressBar::new((ops.len() * DTYPES.len() * bench::ELEMENTWISE_LENS.len()) as u64).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} measurements, {elapsed} {msg}").expect("a valid template"),
+    );
+    for op in ops {
+        for dtype in DTYPES {
             // Check before timing: a fast wrong kernel is not a result.
             let case =
                 ElementwiseCase { op, dtype, len: 1 << 20 | 3, seed: 5, offset: 0, values: Values::WithSpecials };
+            progress.set_message(format!("checking {} {}", op.name(), dtype.name()));
             match verify::elementwise(&ctx, &case) {
                 Ok(r) if r.passed() => {}
                 Ok(r) => {
-                    println!("{} {}: {r}", op.name(), dtype.name());
+                    progress.suspend(|| println!("{} {}: {r}", op.name(), dtype.name()));
                     ok = false;
+                    progress.inc(bench::ELEMENTWISE_LENS.len() as u64);
                     continue;
                 }
                 Err(e) => {
+                    progress.abandon();
                     println!("{} {}: {e}", op.name(), dtype.name());
                     return ExitCode::from(1);
                 }
             }
             for &n in bench::ELEMENTWISE_LENS {
-                eprint!("\r  measuring {} {} n={n}        ", op.name(), dtype.name());
+                progress.set_message(format!("measuring {} {} n={n}", op.name(), dtype.name()));
                 match bench::elementwise(&ctx, op, dtype, n) {
                     Ok(m) => rows.push(m),
                     Err(e) => {
-                        println!("{} {} n={n}: {e}", op.name(), dtype.name());
+                        progress.suspend(|| println!("{} {} n={n}: {e}", op.name(), dtype.name()));
                         ok = false;
                     }
                 }
+                progress.inc(1);
             }
         }
     }
-    eprintln!();
+    progress.finish_and_clear();
     print_measurements(&rows);
     if let Some(path) = a.json {
         let doc = serde_json::json!({
@@ -498,6 +516,17 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
             println!("writing {}: {e}", path.display());
             ok = false;
+        }
+    }
+    if let Some(path) = a.plot {
+        let title =
+            format!("ferrokern bench {}: {} (sm_{}{}), ratio to baseline", today(), dev.name, dev.major, dev.minor);
+        match std::fs::write(&path, bench::plot_svg(&title, &rows)) {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => {
+                println!("writing {}: {e}", path.display());
+                ok = false;
+            }
         }
     }
     if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
