@@ -69,13 +69,17 @@ impl Float for f32 {
         ew_table!(op, AXPY_F32, SCALE_F32, ADD_F32, MUL_F32, GELU_F32, SILU_F32, SWIGLU_F32)
     }
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
-        use gpu_kernels::{reduce as r, softmax as s};
+        use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<f32> = crate::rows::RowKernels {
             sum: [&r::SUM_F32_WARP, &r::SUM_F32_BLOCK],
             max: [&r::MAX_F32_WARP, &r::MAX_F32_BLOCK],
             argmax: [&r::ARGMAX_F32_WARP, &r::ARGMAX_F32_BLOCK],
             softmax: [&s::SOFTMAX_F32_WARP, &s::SOFTMAX_F32_BLOCK],
             log_softmax: [&s::LOG_SOFTMAX_F32_WARP, &s::LOG_SOFTMAX_F32_BLOCK],
+            layernorm: [&n::LAYERNORM_F32_WARP, &n::LAYERNORM_F32_BLOCK],
+            rmsnorm: [&n::RMSNORM_F32_WARP, &n::RMSNORM_F32_BLOCK],
+            layernorm_backward: [&n::LAYERNORM_BACKWARD_F32_WARP, &n::LAYERNORM_BACKWARD_F32_BLOCK],
+            rmsnorm_backward: [&n::RMSNORM_BACKWARD_F32_WARP, &n::RMSNORM_BACKWARD_F32_BLOCK],
         };
         &K
     }
@@ -102,13 +106,17 @@ impl Float for f16 {
         ew_table!(op, AXPY_F16, SCALE_F16, ADD_F16, MUL_F16, GELU_F16, SILU_F16, SWIGLU_F16)
     }
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
-        use gpu_kernels::{reduce as r, softmax as s};
+        use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<f16> = crate::rows::RowKernels {
             sum: [&r::SUM_F16_WARP, &r::SUM_F16_BLOCK],
             max: [&r::MAX_F16_WARP, &r::MAX_F16_BLOCK],
             argmax: [&r::ARGMAX_F16_WARP, &r::ARGMAX_F16_BLOCK],
             softmax: [&s::SOFTMAX_F16_WARP, &s::SOFTMAX_F16_BLOCK],
             log_softmax: [&s::LOG_SOFTMAX_F16_WARP, &s::LOG_SOFTMAX_F16_BLOCK],
+            layernorm: [&n::LAYERNORM_F16_WARP, &n::LAYERNORM_F16_BLOCK],
+            rmsnorm: [&n::RMSNORM_F16_WARP, &n::RMSNORM_F16_BLOCK],
+            layernorm_backward: [&n::LAYERNORM_BACKWARD_F16_WARP, &n::LAYERNORM_BACKWARD_F16_BLOCK],
+            rmsnorm_backward: [&n::RMSNORM_BACKWARD_F16_WARP, &n::RMSNORM_BACKWARD_F16_BLOCK],
         };
         &K
     }
@@ -135,13 +143,17 @@ impl Float for bf16 {
         ew_table!(op, AXPY_BF16, SCALE_BF16, ADD_BF16, MUL_BF16, GELU_BF16, SILU_BF16, SWIGLU_BF16)
     }
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
-        use gpu_kernels::{reduce as r, softmax as s};
+        use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<bf16> = crate::rows::RowKernels {
             sum: [&r::SUM_BF16_WARP, &r::SUM_BF16_BLOCK],
             max: [&r::MAX_BF16_WARP, &r::MAX_BF16_BLOCK],
             argmax: [&r::ARGMAX_BF16_WARP, &r::ARGMAX_BF16_BLOCK],
             softmax: [&s::SOFTMAX_BF16_WARP, &s::SOFTMAX_BF16_BLOCK],
             log_softmax: [&s::LOG_SOFTMAX_BF16_WARP, &s::LOG_SOFTMAX_BF16_BLOCK],
+            layernorm: [&n::LAYERNORM_BF16_WARP, &n::LAYERNORM_BF16_BLOCK],
+            rmsnorm: [&n::RMSNORM_BF16_WARP, &n::RMSNORM_BF16_BLOCK],
+            layernorm_backward: [&n::LAYERNORM_BACKWARD_BF16_WARP, &n::LAYERNORM_BACKWARD_BF16_BLOCK],
+            rmsnorm_backward: [&n::RMSNORM_BACKWARD_BF16_WARP, &n::RMSNORM_BACKWARD_BF16_BLOCK],
         };
         &K
     }

@@ -17,6 +17,7 @@ pub mod check;
 pub mod elementwise;
 pub mod float;
 pub mod info;
+pub mod norm;
 pub mod reduce;
 pub mod reference;
 pub mod rows;

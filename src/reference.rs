@@ -173,3 +173,97 @@ pub fn softmax_f32_error(row: &[f64], y: &[f64], log: bool) -> Vec<f64> {
         })
         .collect()
 }
+
+/// LayerNorm of a row: `(y, mean, rstd)` with the biased variance.
+pub fn layernorm(row: &[f64], gamma: &[f64], beta: &[f64], eps: f64) -> (Vec<f64>, f64, f64) {
+    let n = row.len() as f64;
+    let mean = row.iter().sum::<f64>() / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let rstd = 1.0 / (var + eps).sqrt();
+    let y = row.iter().zip(gamma).zip(beta).map(|((v, g), b)| (v - mean) * rstd * g + b).collect();
+    (y, mean, rstd)
+}
+
+/// RMSNorm of a row: `(y, rstd)`.
+pub fn rmsnorm(row: &[f64], gamma: &[f64], eps: f64) -> (Vec<f64>, f64) {
+    let ms = row.iter().map(|v| v * v).sum::<f64>() / row.len() as f64;
+    let rstd = 1.0 / (ms + eps).sqrt();
+    (row.iter().zip(gamma).map(|(v, g)| v * rstd * g).collect(), rstd)
+}
+
+/// Error bounds of the f32 forward norm kernels on one row: `(y bounds, mean bound, rstd
+/// bound)`. With `k = row_sum_terms(n)`: the mean is off by `d <= gamma_k sum|x| / n + u|mean|`;
+/// the variance sums `(x - mean_hat)^2 = (x - mean)^2 + d^2` on average, each square within
+/// `3u`, so it is off by `gamma_{k+3} (var + d^2) + d^2`; `rstd = 1/sqrt(var + eps)` halves
+/// that relative error and adds two roundings. `y = fma((x - mean_hat) rstd, gamma, beta)`
+/// inherits `|gamma| rstd (d + 2u|x - mean|) + |gamma| |x - mean| rstd (rel(rstd) + 2u)` and
+/// its own rounding. rmsnorm is the same with mean = 0 exactly.
+pub fn norm_f32_error(row: &[f64], gamma: &[f64], y: &[f64], layer: bool, eps: f64) -> (Vec<f64>, f64, f64) {
+    let n = row.len() as f64;
+    let k = row_sum_terms(row.len());
+    let mean = if layer { row.iter().sum::<f64>() / n } else { 0.0 };
+    let d = if layer { gamma_f32(k) * row.iter().map(|v| v.abs()).sum::<f64>() / n + U32 * mean.abs() } else { 0.0 };
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let var_err = gamma_f32(k + 3) * (var + d * d) + d * d;
+    let rel_rstd = var_err / (2.0 * (var + eps)) + 2.0 * U32;
+    let rstd = 1.0 / (var + eps).sqrt();
+    let yb = row
+        .iter()
+        .zip(gamma)
+        .zip(y)
+        .map(|((v, g), yi)| {
+            let dev = (v - mean).abs();
+            g.abs() * rstd * (d + 2.0 * U32 * dev)
+                + g.abs() * dev * rstd * (rel_rstd + 2.0 * U32)
+                + 2.0 * U32 * yi.abs()
+        })
+        .collect();
+    (yb, d, rel_rstd * rstd)
+}
+
+/// dx of the norm backward for one row, from the forward's saved `mean` (0 for rmsnorm) and
+/// `rstd`: `dx = rstd (g - mean(g) - xhat mean(g xhat))`, `g = dy gamma`,
+/// `xhat = (x - mean) rstd` (rmsnorm omits `mean(g)`).
+pub fn norm_backward_dx(dy: &[f64], x: &[f64], gamma: &[f64], mean: f64, rstd: f64, layer: bool) -> Vec<f64> {
+    let n = x.len() as f64;
+    let g: Vec<f64> = dy.iter().zip(gamma).map(|(a, b)| a * b).collect();
+    let xhat: Vec<f64> = x.iter().map(|v| (v - mean) * rstd).collect();
+    let mg = if layer { g.iter().sum::<f64>() / n } else { 0.0 };
+    let mgx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / n;
+    g.iter().zip(&xhat).map(|(gi, xi)| rstd * (gi - mg - xi * mgx)).collect()
+}
+
+/// Bounds for [`norm_backward_dx`]'s f32 evaluation: `g` and `xhat` carry `u` and `2u`; the
+/// two means `gamma_{k+1}` and `gamma_{k+3}` of their absolute sums; the combination three
+/// roundings of its terms, and the product with rstd one more.
+pub fn norm_backward_dx_error(
+    dy: &[f64],
+    x: &[f64],
+    gamma: &[f64],
+    mean: f64,
+    rstd: f64,
+    dx: &[f64],
+    layer: bool,
+) -> Vec<f64> {
+    let n = x.len() as f64;
+    let k = row_sum_terms(x.len());
+    let g: Vec<f64> = dy.iter().zip(gamma).map(|(a, b)| a * b).collect();
+    let xhat: Vec<f64> = x.iter().map(|v| (v - mean) * rstd).collect();
+    let mg = if layer { g.iter().sum::<f64>() / n } else { 0.0 };
+    let mgx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / n;
+    let e_mg = if layer { gamma_f32(k + 1) * g.iter().map(|v| v.abs()).sum::<f64>() / n } else { 0.0 };
+    let e_mgx = gamma_f32(k + 3) * g.iter().zip(&xhat).map(|(a, b)| (a * b).abs()).sum::<f64>() / n
+        + 2.0 * U32 * g.iter().zip(&xhat).map(|(a, b)| (a * b).abs()).sum::<f64>() / n;
+    g.iter()
+        .zip(&xhat)
+        .zip(dx)
+        .map(|((gi, xi), di)| {
+            let inner = U32 * gi.abs()
+                + e_mg
+                + xi.abs() * e_mgx
+                + 2.0 * U32 * (xi * mgx).abs()
+                + 3.0 * U32 * (gi.abs() + mg.abs() + (xi * mgx).abs());
+            rstd * inner + U32 * di.abs()
+        })
+        .collect()
+}

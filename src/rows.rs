@@ -4,6 +4,7 @@
 use crate::{BufRef, Error, LaunchConfig, Result, Scalar};
 use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
+use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
 use gpu_kernels::rows::MAX_ROW_BLOCKS;
 pub use gpu_kernels::rows::RowStrategy;
@@ -90,6 +91,10 @@ pub struct RowKernels<T: 'static> {
     pub argmax: [&'static KernelDef<ReduceParams<T>>; 2],
     pub softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
     pub log_softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
+    pub layernorm: [&'static KernelDef<NormParams<T>>; 2],
+    pub rmsnorm: [&'static KernelDef<NormParams<T>>; 2],
+    pub layernorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
+    pub rmsnorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
 }
 
 /// Index of `strategy` in a `[warp, block]` pair.

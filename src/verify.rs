@@ -12,16 +12,28 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// Ops that exist today, as `ferrokern verify` names them.
-pub const AVAILABLE: &[&str] =
-    &["axpy", "scale", "add", "mul", "gelu", "silu", "swiglu", "sum", "max", "argmax", "softmax", "log_softmax"];
+pub const AVAILABLE: &[&str] = &[
+    "axpy",
+    "scale",
+    "add",
+    "mul",
+    "gelu",
+    "silu",
+    "swiglu",
+    "sum",
+    "max",
+    "argmax",
+    "softmax",
+    "log_softmax",
+    "layernorm",
+    "layernorm_backward",
+    "rmsnorm",
+    "rmsnorm_backward",
+];
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
 pub const PLANNED: &[(&str, &str)] = &[
     ("cross_entropy", "issue 4"),
-    ("layernorm", "issue 4"),
-    ("layernorm_backward", "issue 4"),
-    ("rmsnorm", "issue 4"),
-    ("rmsnorm_backward", "issue 4"),
     ("softmax_backward", "issue 4"),
     ("gemm", "issues 5 and 6"),
     ("attention", "issue 7"),
@@ -150,10 +162,24 @@ pub enum RowOp {
     Argmax,
     Softmax,
     LogSoftmax,
+    LayerNorm,
+    LayerNormBackward,
+    RmsNorm,
+    RmsNormBackward,
 }
 
 impl RowOp {
-    pub const ALL: [RowOp; 5] = [RowOp::Sum, RowOp::Max, RowOp::Argmax, RowOp::Softmax, RowOp::LogSoftmax];
+    pub const ALL: [RowOp; 9] = [
+        RowOp::Sum,
+        RowOp::Max,
+        RowOp::Argmax,
+        RowOp::Softmax,
+        RowOp::LogSoftmax,
+        RowOp::LayerNorm,
+        RowOp::LayerNormBackward,
+        RowOp::RmsNorm,
+        RowOp::RmsNormBackward,
+    ];
     pub const fn name(self) -> &'static str {
         match self {
             RowOp::Sum => "sum",
@@ -161,6 +187,10 @@ impl RowOp {
             RowOp::Argmax => "argmax",
             RowOp::Softmax => "softmax",
             RowOp::LogSoftmax => "log_softmax",
+            RowOp::LayerNorm => "layernorm",
+            RowOp::LayerNormBackward => "layernorm_backward",
+            RowOp::RmsNorm => "rmsnorm",
+            RowOp::RmsNormBackward => "rmsnorm_backward",
         }
     }
     pub fn from_name(s: &str) -> Option<RowOp> {
@@ -253,7 +283,147 @@ fn rows_t<T: Float>(ctx: &Context, case: &RowCase) -> Result<Report> {
             }
             check::compare(&got, &want, &bound, guard)
         }
+        RowOp::LayerNorm | RowOp::RmsNorm => norm_forward::<T>(ctx, case, &mut rng, xv, &x64)?,
+        RowOp::LayerNormBackward | RowOp::RmsNormBackward => norm_backward::<T>(ctx, case, &mut rng, xv, &x64)?,
     })
+}
+
+/// The epsilon every norm check uses.
+pub const NORM_EPS: f32 = 1e-5;
+
+fn norm_forward<T: Float>(
+    ctx: &Context,
+    case: &RowCase,
+    rng: &mut SmallRng,
+    xv: BufRef<'_, T>,
+    x64: &[f64],
+) -> Result<Report> {
+    use crate::norm::{NormInput, layernorm_with, rmsnorm_with};
+    let Rows { rows, cols } = case.shape;
+    let layer = case.op == RowOp::LayerNorm;
+    let gamma = random_vec::<T>(rng, cols, Values::Finite);
+    let beta = random_vec::<T>(rng, cols, Values::Finite);
+    let (gb, bb) = (upload_at(ctx, &gamma, case.offset)?, upload_at(ctx, &beta, case.offset)?);
+    let mut y = Guarded::<T>::poisoned_at(ctx, rows * cols, case.offset)?;
+    let mut mean = Guarded::<f32>::poisoned(ctx, rows)?;
+    let mut rstd = Guarded::<f32>::poisoned(ctx, rows)?;
+    let input = NormInput {
+        x: xv,
+        gamma: view_at(&gb, case.offset),
+        beta: layer.then(|| view_at(&bb, case.offset)),
+        shape: case.shape,
+        eps: NORM_EPS,
+    };
+    if layer {
+        layernorm_with(ctx, case.strategy, input, y.view_mut(), mean.view_mut(), rstd.view_mut())?;
+    } else {
+        rmsnorm_with(ctx, case.strategy, input, y.view_mut(), rstd.view_mut())?;
+    }
+    let g64: Vec<f64> = gamma.iter().map(|v| v.to_f64()).collect();
+    let b64: Vec<f64> = beta.iter().map(|v| v.to_f64()).collect();
+    let (mut wy, mut by, mut wm, mut bm, mut wr, mut br) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for r in 0..rows {
+        let row = &x64[r * cols..(r + 1) * cols];
+        let (yr, m, rs) = if layer {
+            reference::layernorm(row, &g64, &b64, NORM_EPS as f64)
+        } else {
+            let (yr, rs) = reference::rmsnorm(row, &g64, NORM_EPS as f64);
+            (yr, 0.0, rs)
+        };
+        let (yb, mb, rb) = reference::norm_f32_error(row, &g64, &yr, layer, NORM_EPS as f64);
+        wy.extend(yr);
+        by.extend(yb);
+        wm.push(m);
+        bm.push(mb);
+        wr.push(rs);
+        br.push(rb);
+    }
+    let (gy, guy) = y.finish()?;
+    let (gr, gur) = rstd.finish()?;
+    let mut parts = vec![("y", check::compare(&gy, &wy, &by, guy)), ("rstd", check::compare(&gr, &wr, &br, gur))];
+    if layer {
+        let (gm, gum) = mean.finish()?;
+        parts.push(("mean", check::compare(&gm, &wm, &bm, gum)));
+    }
+    Ok(check::merge(parts))
+}
+
+fn norm_backward<T: Float>(
+    ctx: &Context,
+    case: &RowCase,
+    rng: &mut SmallRng,
+    xv: BufRef<'_, T>,
+    x64: &[f64],
+) -> Result<Report> {
+    use crate::norm::{NormGrad, layernorm_backward_with, rmsnorm_backward_with};
+    let Rows { rows, cols } = case.shape;
+    let layer = case.op == RowOp::LayerNormBackward;
+    let gamma = random_vec::<T>(rng, cols, Values::Finite);
+    let dy = random_vec::<T>(rng, rows * cols, Values::Finite);
+    let g64: Vec<f64> = gamma.iter().map(|v| v.to_f64()).collect();
+    let dy64: Vec<f64> = dy.iter().map(|v| v.to_f64()).collect();
+    // The saved statistics the kernel reads: the reference's, rounded to f32 as the forward stores them.
+    let zeros = vec![0.0; cols];
+    let (mut mean, mut rstd) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    for r in 0..rows {
+        let row = &x64[r * cols..(r + 1) * cols];
+        let (_, m, rs) = if layer {
+            reference::layernorm(row, &g64, &zeros, NORM_EPS as f64)
+        } else {
+            let (y, rs) = reference::rmsnorm(row, &g64, NORM_EPS as f64);
+            (y, 0.0, rs)
+        };
+        mean.push(m as f32);
+        rstd.push(rs as f32);
+    }
+    let (gb, dyb) = (upload_at(ctx, &gamma, case.offset)?, upload_at(ctx, &dy, case.offset)?);
+    let (mb, rb) = (ctx.upload(&mean)?, ctx.upload(&rstd)?);
+    let mut dx = Guarded::<T>::poisoned_at(ctx, rows * cols, case.offset)?;
+    let mut dgamma = Guarded::<f32>::poisoned(ctx, cols)?;
+    let mut dbeta = Guarded::<f32>::poisoned(ctx, cols)?;
+    let grad = NormGrad {
+        dy: view_at(&dyb, case.offset),
+        x: xv,
+        gamma: view_at(&gb, case.offset),
+        mean: layer.then(|| mb.as_view()),
+        rstd: rb.as_view(),
+        shape: case.shape,
+    };
+    if layer {
+        layernorm_backward_with(ctx, case.strategy, grad, dx.view_mut(), dgamma.view_mut(), dbeta.view_mut())?;
+    } else {
+        rmsnorm_backward_with(ctx, case.strategy, grad, dx.view_mut(), dgamma.view_mut())?;
+    }
+    let (mut wdx, mut bdx) = (Vec::with_capacity(rows * cols), Vec::with_capacity(rows * cols));
+    let (mut wdg, mut adg, mut wdb, mut adb) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]);
+    for r in 0..rows {
+        let (xr, dyr) = (&x64[r * cols..(r + 1) * cols], &dy64[r * cols..(r + 1) * cols]);
+        let (m, rs) = (mean[r] as f64, rstd[r] as f64);
+        let d = reference::norm_backward_dx(dyr, xr, &g64, m, rs, layer);
+        bdx.extend(reference::norm_backward_dx_error(dyr, xr, &g64, m, rs, &d, layer));
+        wdx.extend(d);
+        for c in 0..cols {
+            let t = dyr[c] * (xr[c] - m) * rs;
+            wdg[c] += t;
+            adg[c] += t.abs();
+            wdb[c] += dyr[c];
+            adb[c] += dyr[c].abs();
+        }
+    }
+    // dgamma/dbeta: each group adds its rows in order, then the groups are added in order:
+    // chains of at most 2 * rows + 2 additions, each product within 3u.
+    let k = 2 * rows + 8;
+    let bdg: Vec<f64> = adg.iter().map(|a| reference::gamma_f32(k) * a).collect();
+    let bdb: Vec<f64> = adb.iter().map(|a| reference::gamma_f32(k) * a).collect();
+    let (gdx, gudx) = dx.finish()?;
+    let (gdg, gudg) = dgamma.finish()?;
+    let mut parts =
+        vec![("dx", check::compare(&gdx, &wdx, &bdx, gudx)), ("dgamma", check::compare(&gdg, &wdg, &bdg, gudg))];
+    if layer {
+        let (gdb, gudb) = dbeta.finish()?;
+        parts.push(("dbeta", check::compare(&gdb, &wdb, &bdb, gudb)));
+    }
+    Ok(check::merge(parts))
 }
 
 /// Runs a row-op case with the shipped kernels.

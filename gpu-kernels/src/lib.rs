@@ -13,6 +13,7 @@
 
 pub mod device;
 pub mod elementwise;
+pub mod norm;
 pub mod reduce;
 pub mod rows;
 pub mod selftest;
@@ -89,6 +90,7 @@ macro_rules! kernels {
 pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("elementwise", elementwise::KERNEL_NAMES),
     ("reduce", reduce::KERNEL_NAMES),
+    ("norm", norm::KERNEL_NAMES),
     ("softmax", softmax::KERNEL_NAMES),
     ("selftest", selftest::KERNEL_NAMES),
 ];

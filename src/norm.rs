@@ -1,0 +1,315 @@
+//! `layernorm` and `rmsnorm`, forward and backward. Statistics (`mean`, `rstd`) and parameter
+//! gradients (`dgamma`, `dbeta`) are f32; activations use the input type. Parameter
+//! gradients are bitwise deterministic (no atomics: per-group partial sums, then a fixed-order
+//! column sum). `rows = 0` does nothing; `cols = 0` and a negative or non-finite `eps` are
+//! errors. Kernels: `gpu-kernels/src/norm.rs`.
+
+use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
+use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
+use gpu_kernels::device::{Global, GlobalMut};
+use gpu_kernels::norm::{COLUMN_SUM, COLUMN_SUM_THREADS, ColumnSumParams, NormBackwardParams, NormParams};
+
+/// A forward norm's inputs. `beta` is layernorm's shift (`None` for rmsnorm).
+#[derive(Clone, Copy)]
+pub struct NormInput<'a, T: Float> {
+    pub x: BufRef<'a, T>,
+    pub gamma: BufRef<'a, T>,
+    pub beta: Option<BufRef<'a, T>>,
+    pub shape: Rows,
+    pub eps: f32,
+}
+
+/// A backward norm's inputs: the forward's `x`, `gamma` and saved statistics, and `dy`.
+/// `mean` is layernorm's (`None` for rmsnorm).
+#[derive(Clone, Copy)]
+pub struct NormGrad<'a, T: Float> {
+    pub dy: BufRef<'a, T>,
+    pub x: BufRef<'a, T>,
+    pub gamma: BufRef<'a, T>,
+    pub mean: Option<BufRef<'a, f32>>,
+    pub rstd: BufRef<'a, f32>,
+    pub shape: Rows,
+}
+
+/// Most row groups a backward launch uses: each needs a partial row of `cols` (x2) f32.
+pub const MAX_BACKWARD_GROUPS: usize = 1024;
+
+fn check_cols(op: &'static str, shape: Rows) -> Result<()> {
+    if shape.cols == 0 {
+        return Err(Error::invalid(op, "cols = 0: a norm over no elements is undefined; pass at least one column"));
+    }
+    Ok(())
+}
+
+fn forward<T: Float>(
+    ctx: &Context,
+    op: &'static str,
+    strategy: Option<RowStrategy>,
+    input: NormInput<'_, T>,
+    mut y: BufMut<'_, T>,
+    mean: Option<BufMut<'_, f32>>,
+    mut rstd: BufMut<'_, f32>,
+) -> Result<()> {
+    let NormInput { x, gamma, beta, shape, eps } = input;
+    let layer = beta.is_some();
+    x.check_context(ctx, op)?;
+    gamma.check_context(ctx, op)?;
+    y.check_context(ctx, op)?;
+    rstd.check_context(ctx, op)?;
+    if let Some(b) = &beta {
+        b.check_context(ctx, op)?;
+    }
+    if let Some(m) = &mean {
+        m.check_context(ctx, op)?;
+    }
+    shape.check_matrix::<T>(op, "x", x.len())?;
+    shape.check_matrix::<T>(op, "y", y.len())?;
+    for (name, len) in [("gamma", Some(gamma.len())), ("beta", beta.as_ref().map(|b| b.len()))] {
+        if let Some(len) = len
+            && len != shape.cols
+        {
+            return Err(Error::invalid(
+                op,
+                format!("{name} has {len} elements but rows have {} columns; it needs one per column", shape.cols),
+            ));
+        }
+    }
+    if let Some(m) = &mean {
+        shape.check_per_row(op, "mean", m.len())?;
+    }
+    shape.check_per_row(op, "rstd", rstd.len())?;
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(Error::invalid(op, format!("eps = {eps}: it must be finite and >= 0 (1e-5 is usual)")));
+    }
+    check_cols(op, shape)?;
+    if shape.rows == 0 {
+        return Ok(());
+    }
+    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let k = T::row_kernels();
+    let def = if layer { k.layernorm[slot(strategy)] } else { k.rmsnorm[slot(strategy)] };
+    let mut addrs = vec![x.addr(), gamma.addr(), y.addr()];
+    addrs.extend(beta.as_ref().map(|b| b.addr()));
+    let params = NormParams {
+        rows: shape.rows as u32,
+        cols: shape.cols as u32,
+        vectorized: vectorized::<T>(shape.cols, &addrs) as u32,
+        eps,
+        x: x.global(),
+        gamma: gamma.global(),
+        beta: beta.map_or(Global::empty(), |b| b.global()),
+        y: y.global_mut(),
+        mean: mean.map_or(GlobalMut::empty(), |mut m| m.global_mut()),
+        rstd: rstd.global_mut(),
+    };
+    ctx.launch(def, launch_config(strategy, shape.rows), params)
+}
+
+/// `y = (x - mean) * rstd * gamma + beta` per row; saves `mean` and `rstd` (one per row).
+pub fn layernorm_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    input: NormInput<'_, T>,
+    y: BufMut<'_, T>,
+    mean: BufMut<'_, f32>,
+    rstd: BufMut<'_, f32>,
+) -> Result<()> {
+    if input.beta.is_none() {
+        return Err(Error::invalid("layernorm", "layernorm needs beta (for no shift, pass zeros; or use rmsnorm)"));
+    }
+    forward(ctx, "layernorm", strategy, input, y, Some(mean), rstd)
+}
+
+/// `y = x * rstd * gamma` per row, `rstd = 1 / sqrt(mean(x^2) + eps)`; saves `rstd`.
+pub fn rmsnorm_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    input: NormInput<'_, T>,
+    y: BufMut<'_, T>,
+    rstd: BufMut<'_, f32>,
+) -> Result<()> {
+    if input.beta.is_some() {
+        return Err(Error::invalid("rmsnorm", "rmsnorm takes no beta; pass None (or use layernorm)"));
+    }
+    forward(ctx, "rmsnorm", strategy, input, y, None, rstd)
+}
+
+/// LayerNorm forward with the strategy picked by row length.
+pub fn layernorm<T: Float>(
+    ctx: &Context,
+    input: NormInput<'_, T>,
+    y: BufMut<'_, T>,
+    mean: BufMut<'_, f32>,
+    rstd: BufMut<'_, f32>,
+) -> Result<()> {
+    layernorm_with(ctx, None, input, y, mean, rstd)
+}
+
+/// RMSNorm forward with the strategy picked by row length.
+pub fn rmsnorm<T: Float>(
+    ctx: &Context,
+    input: NormInput<'_, T>,
+    y: BufMut<'_, T>,
+    rstd: BufMut<'_, f32>,
+) -> Result<()> {
+    rmsnorm_with(ctx, None, input, y, rstd)
+}
+
+fn column_sum(
+    ctx: &Context,
+    partial: &crate::DeviceBuffer<f32>,
+    offset: usize,
+    groups: usize,
+    cols: usize,
+    stride: usize,
+    mut out: BufMut<'_, f32>,
+) -> Result<()> {
+    let view = partial.view(offset..partial.len())?;
+    let blocks = cols.div_ceil(COLUMN_SUM_THREADS as usize).clamp(1, 65535) as u32;
+    let params = ColumnSumParams {
+        groups: groups as u32,
+        cols: cols as u32,
+        stride: stride as u32,
+        partial: view.global(),
+        out: out.global_mut(),
+    };
+    ctx.launch(
+        &COLUMN_SUM,
+        LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(COLUMN_SUM_THREADS), shared_bytes: 0 },
+        params,
+    )
+}
+
+fn backward<T: Float>(
+    ctx: &Context,
+    op: &'static str,
+    strategy: Option<RowStrategy>,
+    grad: NormGrad<'_, T>,
+    mut dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+    dbeta: Option<BufMut<'_, f32>>,
+) -> Result<()> {
+    let NormGrad { dy, x, gamma, mean, rstd, shape } = grad;
+    let layer = mean.is_some();
+    for v in [&dy, &x, &gamma] {
+        v.check_context(ctx, op)?;
+    }
+    rstd.check_context(ctx, op)?;
+    dx.check_context(ctx, op)?;
+    dgamma.check_context(ctx, op)?;
+    if let Some(m) = &mean {
+        m.check_context(ctx, op)?;
+    }
+    if let Some(b) = &dbeta {
+        b.check_context(ctx, op)?;
+    }
+    shape.check_matrix::<T>(op, "dy", dy.len())?;
+    shape.check_matrix::<T>(op, "x", x.len())?;
+    shape.check_matrix::<T>(op, "dx", dx.len())?;
+    shape.check_per_row(op, "rstd", rstd.len())?;
+    if let Some(m) = &mean {
+        shape.check_per_row(op, "mean", m.len())?;
+    }
+    for (name, len) in
+        [("gamma", Some(gamma.len())), ("dgamma", Some(dgamma.len())), ("dbeta", dbeta.as_ref().map(|b| b.len()))]
+    {
+        if let Some(len) = len
+            && len != shape.cols
+        {
+            return Err(Error::invalid(
+                op,
+                format!("{name} has {len} elements but rows have {} columns; it needs one per column", shape.cols),
+            ));
+        }
+    }
+    check_cols(op, shape)?;
+    if shape.rows == 0 {
+        // No rows: the parameter gradients are sums over nothing.
+        let mut dgamma = dgamma;
+        dgamma.copy_from_host(&vec![0.0; shape.cols])?;
+        if let Some(mut b) = dbeta {
+            b.copy_from_host(&vec![0.0; shape.cols])?;
+        }
+        return Ok(());
+    }
+    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let rpb = strategy.rows_per_block() as usize;
+    let blocks = shape.rows.min(MAX_BACKWARD_GROUPS).div_ceil(rpb);
+    let groups = blocks * rpb;
+    let width = shape.cols * if layer { 2 } else { 1 };
+    let mut partial = ctx.alloc::<f32>(groups * width)?;
+    let k = T::row_kernels();
+    let def = if layer { k.layernorm_backward[slot(strategy)] } else { k.rmsnorm_backward[slot(strategy)] };
+    let params = NormBackwardParams {
+        rows: shape.rows as u32,
+        cols: shape.cols as u32,
+        vectorized: vectorized::<T>(shape.cols, &[dy.addr(), x.addr(), gamma.addr(), dx.addr()]) as u32,
+        x: x.global(),
+        dy: dy.global(),
+        gamma: gamma.global(),
+        mean: mean.map_or(Global::empty(), |m| m.global()),
+        rstd: rstd.global(),
+        dx: dx.global_mut(),
+        partial: partial.as_view_mut().global_mut(),
+    };
+    let mut cfg = launch_config(strategy, shape.rows);
+    cfg.grid = Dim3::x(blocks as u32);
+    ctx.launch(def, cfg, params)?;
+    column_sum(ctx, &partial, 0, groups, shape.cols, width, dgamma)?;
+    if let Some(b) = dbeta {
+        column_sum(ctx, &partial, shape.cols, groups, shape.cols, width, b)?;
+    }
+    // The partial buffer is freed on return; the GPU backend must not free it under a
+    // running kernel.
+    ctx.synchronize()
+}
+
+/// LayerNorm backward: `dx`, and the parameter gradients `dgamma`, `dbeta` (f32).
+pub fn layernorm_backward_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    grad: NormGrad<'_, T>,
+    dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+    dbeta: BufMut<'_, f32>,
+) -> Result<()> {
+    if grad.mean.is_none() {
+        return Err(Error::invalid("layernorm_backward", "needs the forward's saved mean"));
+    }
+    backward(ctx, "layernorm_backward", strategy, grad, dx, dgamma, Some(dbeta))
+}
+
+/// RMSNorm backward: `dx` and `dgamma` (f32).
+pub fn rmsnorm_backward_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    grad: NormGrad<'_, T>,
+    dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+) -> Result<()> {
+    if grad.mean.is_some() {
+        return Err(Error::invalid("rmsnorm_backward", "rmsnorm has no mean; pass None"));
+    }
+    backward(ctx, "rmsnorm_backward", strategy, grad, dx, dgamma, None)
+}
+
+/// LayerNorm backward with the strategy picked by row length.
+pub fn layernorm_backward<T: Float>(
+    ctx: &Context,
+    grad: NormGrad<'_, T>,
+    dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+    dbeta: BufMut<'_, f32>,
+) -> Result<()> {
+    layernorm_backward_with(ctx, None, grad, dx, dgamma, dbeta)
+}
+
+/// RMSNorm backward with the strategy picked by row length.
+pub fn rmsnorm_backward<T: Float>(
+    ctx: &Context,
+    grad: NormGrad<'_, T>,
+    dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+) -> Result<()> {
+    rmsnorm_backward_with(ctx, None, grad, dx, dgamma)
+}

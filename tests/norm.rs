@@ -1,0 +1,163 @@
+//! Property tests of layernorm and rmsnorm, forward and backward, against the f64 reference
+//! (outputs, saved statistics and parameter gradients), on the emulator always and the GPU
+//! when present, over both strategies and both paths, odd shapes and misaligned views; plus
+//! the normalization property and bitwise determinism of the parameter gradients.
+
+mod common;
+
+use ferrokern::norm::{NormGrad, NormInput, layernorm, layernorm_backward};
+use ferrokern::rows::{RowStrategy, Rows};
+use ferrokern::verify::{self, RowCase, RowOp, Values};
+use ferrokern::{Context, DType, Error};
+use proptest::prelude::*;
+
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+const OPS: [RowOp; 4] = [RowOp::LayerNorm, RowOp::RmsNorm, RowOp::LayerNormBackward, RowOp::RmsNormBackward];
+const COLS: &[usize] = &[1, 2, 7, 33, 511, 512, 513, 1023, 4097, 8192, 8193];
+
+fn run(ctx: &Context, case: RowCase) {
+    let r = verify::rows(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
+    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn norms_match_reference(
+        op in proptest::sample::select(OPS.to_vec()),
+        dtype in proptest::sample::select(DTYPES.to_vec()),
+        rows in 1usize..20,
+        cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(COLS.to_vec())],
+        offset in 0usize..2,
+        seed in any::<u64>(),
+        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
+    ) {
+        for ctx in common::backends("norms_match_reference") {
+            run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values: Values::Finite, strategy });
+        }
+    }
+}
+
+#[test]
+fn norms_every_boundary_both_strategies() {
+    let mut n = 0;
+    for ctx in common::backends("norms_every_boundary") {
+        for op in OPS {
+            for dtype in DTYPES {
+                for &cols in COLS {
+                    for strategy in [RowStrategy::Warp, RowStrategy::Block] {
+                        let case = RowCase {
+                            op,
+                            dtype,
+                            shape: Rows::new(3, cols),
+                            seed: cols as u64 + 17,
+                            offset: cols % 2,
+                            values: Values::Finite,
+                            strategy: Some(strategy),
+                        };
+                        run(&ctx, case);
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("norms: {n} boundary cases passed");
+}
+
+#[test]
+fn layernorm_output_has_mean_zero_and_variance_one() {
+    let ctx = Context::emulator();
+    let (rows, cols) = (4, 3000);
+    let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 2654435761usize) % 10007) as f32 * 0.01 + 5.0).collect();
+    let (xb, gb, bb) =
+        (ctx.upload(&x).unwrap(), ctx.upload(&vec![1.0f32; cols]).unwrap(), ctx.upload(&vec![0.0f32; cols]).unwrap());
+    let mut y = ctx.alloc::<f32>(rows * cols).unwrap();
+    let (mut mean, mut rstd) = (ctx.alloc::<f32>(rows).unwrap(), ctx.alloc::<f32>(rows).unwrap());
+    let input = NormInput {
+        x: xb.as_view(),
+        gamma: gb.as_view(),
+        beta: Some(bb.as_view()),
+        shape: Rows::new(rows, cols),
+        eps: 0.0,
+    };
+    layernorm(&ctx, input, y.as_view_mut(), mean.as_view_mut(), rstd.as_view_mut()).unwrap();
+    let y = y.to_host().unwrap();
+    for r in 0..rows {
+        let row = &y[r * cols..(r + 1) * cols];
+        let m: f64 = row.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
+        let v: f64 = row.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / cols as f64;
+        assert!(m.abs() < 1e-5, "row {r}: mean {m}");
+        assert!((v - 1.0).abs() < 1e-4, "row {r}: variance {v}");
+    }
+}
+
+#[test]
+fn parameter_gradients_are_bitwise_deterministic() {
+    let ctx = Context::emulator();
+    let (rows, cols) = (300, 700);
+    let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+    let dy: Vec<f32> = (0..rows * cols).map(|i| ((i * 104729) % 997) as f32 * 0.001 - 0.5).collect();
+    let (xb, dyb, gb) = (ctx.upload(&x).unwrap(), ctx.upload(&dy).unwrap(), ctx.upload(&vec![1.5f32; cols]).unwrap());
+    let (mb, rb) = (ctx.upload(&vec![0.1f32; rows]).unwrap(), ctx.upload(&vec![0.3f32; rows]).unwrap());
+    let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
+    for _ in 0..5 {
+        let mut dx = ctx.alloc::<f32>(rows * cols).unwrap();
+        let (mut dg, mut db) = (ctx.alloc::<f32>(cols).unwrap(), ctx.alloc::<f32>(cols).unwrap());
+        let grad = NormGrad {
+            dy: dyb.as_view(),
+            x: xb.as_view(),
+            gamma: gb.as_view(),
+            mean: Some(mb.as_view()),
+            rstd: rb.as_view(),
+            shape: Rows::new(rows, cols),
+        };
+        layernorm_backward(&ctx, grad, dx.as_view_mut(), dg.as_view_mut(), db.as_view_mut()).unwrap();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        let now = (bits(dg.to_host().unwrap()), bits(db.to_host().unwrap()));
+        if let Some(f) = &first {
+            assert_eq!(f, &now, "dgamma/dbeta differ between runs");
+        }
+        first = Some(now);
+    }
+}
+
+#[test]
+fn norm_bad_inputs_are_refused() {
+    let ctx = Context::emulator();
+    let x = ctx.upload(&[1.0f32; 12]).unwrap();
+    let g3 = ctx.upload(&[1.0f32; 3]).unwrap();
+    let g4 = ctx.upload(&[1.0f32; 4]).unwrap();
+    let mut y = ctx.alloc::<f32>(12).unwrap();
+    let (mut m, mut r) = (ctx.alloc::<f32>(3).unwrap(), ctx.alloc::<f32>(3).unwrap());
+    let shape = Rows::new(3, 4);
+    let cases: Vec<(&str, NormInput<'_, f32>)> = vec![
+        (
+            "gamma too short",
+            NormInput { x: x.as_view(), gamma: g3.as_view(), beta: Some(g4.as_view()), shape, eps: 1e-5 },
+        ),
+        (
+            "beta too short",
+            NormInput { x: x.as_view(), gamma: g4.as_view(), beta: Some(g3.as_view()), shape, eps: 1e-5 },
+        ),
+        ("negative eps", NormInput { x: x.as_view(), gamma: g4.as_view(), beta: Some(g4.as_view()), shape, eps: -1.0 }),
+        ("NaN eps", NormInput { x: x.as_view(), gamma: g4.as_view(), beta: Some(g4.as_view()), shape, eps: f32::NAN }),
+        (
+            "x wrong size",
+            NormInput {
+                x: x.as_view(),
+                gamma: g4.as_view(),
+                beta: Some(g4.as_view()),
+                shape: Rows::new(2, 4),
+                eps: 1e-5,
+            },
+        ),
+        ("no beta", NormInput { x: x.as_view(), gamma: g4.as_view(), beta: None, shape, eps: 1e-5 }),
+    ];
+    for (name, input) in cases {
+        let e = layernorm(&ctx, input, y.as_view_mut(), m.as_view_mut(), r.as_view_mut()).expect_err(name);
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
+        println!("{name}: {e}");
+    }
+}
