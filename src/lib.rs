@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod cross_entropy;
 pub mod elementwise;
 pub mod float;
 pub mod info;

@@ -267,3 +267,54 @@ pub fn norm_backward_dx_error(
         })
         .collect()
 }
+
+/// Cross-entropy of one row: `(loss, dlogits)` with `loss = logsumexp(x) - x[t]` and
+/// `dlogits = (softmax(x) - onehot(t)) * scale`; `t = None` is an ignored row (0 and 0).
+/// A fully masked row has an infinite loss.
+pub fn cross_entropy(row: &[f64], target: Option<usize>, scale: f64) -> (f64, Vec<f64>) {
+    let Some(t) = target else { return (0.0, vec![0.0; row.len()]) };
+    let m = max(row);
+    let p = softmax(row, false);
+    let loss = if m == f64::NEG_INFINITY {
+        f64::INFINITY
+    } else {
+        m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln() - row[t]
+    };
+    let grad = p.iter().enumerate().map(|(c, pc)| (pc - (c == t) as u8 as f64) * scale).collect();
+    (loss, grad)
+}
+
+/// Bounds for [`cross_entropy`]'s f32 evaluation: the loss is `(m + ln s) - x[t]`, so it
+/// carries `ln s`'s error (as in [`softmax_f32_error`]) and two roundings; each gradient
+/// element carries the softmax element's bound, the rounding of `p - onehot`, and the scale.
+pub fn cross_entropy_f32_error(
+    row: &[f64],
+    target: Option<usize>,
+    scale: f64,
+    loss: f64,
+    grad: &[f64],
+) -> (f64, Vec<f64>) {
+    let Some(t) = target else { return (0.0, vec![0.0; row.len()]) };
+    let p = softmax(row, false);
+    let pb = softmax_f32_error(row, &p, false);
+    let m = max(row);
+    let lb = if m.is_finite() {
+        let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
+        let worst = row.iter().map(|&v| EX2_REL + 3.0 * (v - m).abs().min(104.0) * U32 + U32).fold(0.0, f64::max);
+        let eps_s = worst + gamma_f32(row_sum_terms(row.len()));
+        eps_s
+            + EX2_REL * s.log2().abs().max(1.0)
+            + U32 * (m.abs() + s.ln().abs() + row[t].abs())
+            + 2.0 * U32 * loss.abs()
+    } else {
+        0.0
+    };
+    let gb = p
+        .iter()
+        .zip(&pb)
+        .zip(grad)
+        .enumerate()
+        .map(|(c, ((pc, b), g))| scale.abs() * (b + U32 * (pc - (c == t) as u8 as f64).abs()) + U32 * g.abs())
+        .collect();
+    (lb, gb)
+}

@@ -33,7 +33,6 @@ pub const AVAILABLE: &[&str] = &[
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("cross_entropy", "issue 4"),
     ("softmax_backward", "issue 4"),
     ("gemm", "issues 5 and 6"),
     ("attention", "issue 7"),
@@ -162,6 +161,7 @@ pub enum RowOp {
     Argmax,
     Softmax,
     LogSoftmax,
+    CrossEntropy,
     LayerNorm,
     LayerNormBackward,
     RmsNorm,
@@ -169,12 +169,13 @@ pub enum RowOp {
 }
 
 impl RowOp {
-    pub const ALL: [RowOp; 9] = [
+    pub const ALL: [RowOp; 10] = [
         RowOp::Sum,
         RowOp::Max,
         RowOp::Argmax,
         RowOp::Softmax,
         RowOp::LogSoftmax,
+        RowOp::CrossEntropy,
         RowOp::LayerNorm,
         RowOp::LayerNormBackward,
         RowOp::RmsNorm,
@@ -187,6 +188,7 @@ impl RowOp {
             RowOp::Argmax => "argmax",
             RowOp::Softmax => "softmax",
             RowOp::LogSoftmax => "log_softmax",
+            RowOp::CrossEntropy => "cross_entropy",
             RowOp::LayerNorm => "layernorm",
             RowOp::LayerNormBackward => "layernorm_backward",
             RowOp::RmsNorm => "rmsnorm",
@@ -283,9 +285,56 @@ fn rows_t<T: Float>(ctx: &Context, case: &RowCase) -> Result<Report> {
             }
             check::compare(&got, &want, &bound, guard)
         }
+        RowOp::CrossEntropy => cross_entropy_case::<T>(ctx, case, &mut rng, xv, &x64)?,
         RowOp::LayerNorm | RowOp::RmsNorm => norm_forward::<T>(ctx, case, &mut rng, xv, &x64)?,
         RowOp::LayerNormBackward | RowOp::RmsNormBackward => norm_backward::<T>(ctx, case, &mut rng, xv, &x64)?,
     })
+}
+
+/// The ignore index cross-entropy checks use (PyTorch's default).
+pub const IGNORE_INDEX: i32 = -100;
+
+fn cross_entropy_case<T: Float>(
+    ctx: &Context,
+    case: &RowCase,
+    rng: &mut SmallRng,
+    xv: BufRef<'_, T>,
+    x64: &[f64],
+) -> Result<Report> {
+    use crate::cross_entropy::{CrossEntropyInput, cross_entropy_with};
+    let Rows { rows, cols } = case.shape;
+    let scale = 1.0 / rows.max(1) as f32;
+    let targets: Vec<i32> = (0..rows)
+        .map(|_| if rng.random_range(0..10) == 0 { IGNORE_INDEX } else { rng.random_range(0..cols.max(1)) as i32 })
+        .collect();
+    let tb = ctx.upload(&targets)?;
+    let mut loss = Guarded::<f32>::poisoned(ctx, rows)?;
+    let mut grad = Guarded::<T>::poisoned_at(ctx, rows * cols, case.offset)?;
+    let input = CrossEntropyInput {
+        logits: xv,
+        targets: tb.as_view(),
+        shape: case.shape,
+        ignore_index: Some(IGNORE_INDEX),
+        grad_scale: scale,
+    };
+    cross_entropy_with(ctx, case.strategy, input, loss.view_mut(), Some(grad.view_mut()))?;
+    let (mut wl, mut bl, mut wg, mut bg) = (vec![], vec![], vec![], vec![]);
+    for (r, &t) in targets.iter().enumerate() {
+        let row = &x64[r * cols..(r + 1) * cols];
+        let t = (t != IGNORE_INDEX).then_some(t as usize);
+        let (l, g) = reference::cross_entropy(row, t, scale as f64);
+        let (lb, gb) = reference::cross_entropy_f32_error(row, t, scale as f64, l, &g);
+        wl.push(l);
+        bl.push(lb);
+        wg.extend(g);
+        bg.extend(gb);
+    }
+    let (gl, gul) = loss.finish()?;
+    let (gg, gug) = grad.finish()?;
+    Ok(check::merge(vec![
+        ("loss", check::compare(&gl, &wl, &bl, gul)),
+        ("dlogits", check::compare(&gg, &wg, &bg, gug)),
+    ]))
 }
 
 /// The epsilon every norm check uses.

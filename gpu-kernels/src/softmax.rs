@@ -1,4 +1,5 @@
-//! `softmax` and `log_softmax` over the last dimension.
+//! `softmax` and `log_softmax` over the last dimension, and the fused `cross_entropy`
+//! (loss and gradient w.r.t. the logits) built on the same row statistics.
 //!
 //! Numerics: the row max is subtracted before exponentiating, so huge magnitudes stay finite;
 //! a fully masked row (all -inf) gives 0 (softmax) or -inf (log_softmax), never NaN; a NaN
@@ -37,27 +38,51 @@ fn out<const LOG: bool>(x: f32, m: f32, inv_s: f32, ln_s: f32) -> f32 {
     if LOG { (x - m) - ln_s } else { math::exp_approx(x - m) * inv_s }
 }
 
-/// The body of every softmax kernel: `LOG` selects log_softmax.
-#[inline(always)]
-pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxParams<T>) {
-    let (mut row, stride, lane) = assign::<G>();
-    let lane = lane as usize;
-    let cols = p.cols as usize;
-    let vectorized = p.vectorized != 0;
-    let nchunks = rows::chunks(cols, VEC);
-    let cache_n = const { cache_chunks(VEC) };
-    let cached = nchunks <= G as usize * cache_n;
-    while row < p.rows as usize {
-        let base = row * cols;
-        if cached {
-            let mut cache = [[f32::NEG_INFINITY; VEC]; MAX_CACHE_CHUNKS];
+/// Where a row's values come from on their last pass: the register cache, or memory again.
+pub struct RowPass<T, const VEC: usize> {
+    cache: [[f32; VEC]; MAX_CACHE_CHUNKS],
+    cached: bool,
+    lane: usize,
+    base: usize,
+    cols: usize,
+    nchunks: usize,
+    vectorized: bool,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T: Element, const VEC: usize> RowPass<T, VEC> {
+    /// Reads the row starting at `base` and returns it with its softmax statistics
+    /// `(max, sum of e^(x - max))` over the `G` threads of the row's group. Rows that fit are
+    /// read once into registers; longer rows are read once here with online statistics.
+    #[inline(always)]
+    #[track_caller]
+    pub fn stats<const G: u32>(
+        x: &Global<T>,
+        base: usize,
+        cols: usize,
+        lane: usize,
+        vectorized: bool,
+    ) -> (Self, f32, f32) {
+        let nchunks = rows::chunks(cols, VEC);
+        let cache_n = const { cache_chunks(VEC) };
+        let mut pass = RowPass {
+            cache: [[f32::NEG_INFINITY; VEC]; MAX_CACHE_CHUNKS],
+            cached: nchunks <= G as usize * cache_n,
+            lane,
+            base,
+            cols,
+            nchunks,
+            vectorized,
+            _t: core::marker::PhantomData,
+        };
+        if pass.cached {
             let mut m = f32::NEG_INFINITY;
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * G as usize;
                 if c < nchunks {
-                    cache[j] = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, f32::NEG_INFINITY);
-                    for &x in cache[j].iter() {
-                        m = math::max_nan(m, x);
+                    pass.cache[j] = load_chunk::<T, VEC>(x, base, cols, c, vectorized, f32::NEG_INFINITY);
+                    for &v in pass.cache[j].iter() {
+                        m = math::max_nan(m, v);
                     }
                 }
             });
@@ -65,53 +90,141 @@ pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: Softm
             let mut s = 0.0f32;
             if m != f32::NEG_INFINITY {
                 crate::for_each_cached_chunk!(j < cache_n => {
-                    for &x in cache[j].iter() {
-                        s += math::exp_approx(x - m);
+                    for &v in pass.cache[j].iter() {
+                        s += math::exp_approx(v - m);
                     }
                 });
             }
             let s = group_reduce::<Sum, G>(Sum(s)).0;
-            let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
-            crate::for_each_cached_chunk!(j < cache_n => {
-                let c = lane + j * G as usize;
-                if c < nchunks {
-                    let mut o = [0.0f32; VEC];
-                    for k in 0..VEC {
-                        o[k] = out::<LOG>(cache[j][k], m, inv_s, ln_s);
-                    }
-                    store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
-                }
-            });
+            (pass, m, s)
         } else {
             let mut st = SoftmaxStats::identity();
             let mut c = lane;
             while c < nchunks {
-                let v = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, f32::NEG_INFINITY);
+                let v = load_chunk::<T, VEC>(x, base, cols, c, vectorized, f32::NEG_INFINITY);
                 let mut cm = f32::NEG_INFINITY;
-                for &x in v.iter() {
-                    cm = math::max_nan(cm, x);
+                for &e in v.iter() {
+                    cm = math::max_nan(cm, e);
                 }
                 let mut cs = 0.0f32;
                 if cm != f32::NEG_INFINITY {
-                    for &x in v.iter() {
-                        cs += math::exp_approx(x - cm);
+                    for &e in v.iter() {
+                        cs += math::exp_approx(e - cm);
                     }
                 }
                 st = st.combine(SoftmaxStats { m: cm, s: cs });
                 c += G as usize;
             }
             let st = group_reduce::<SoftmaxStats, G>(st);
-            let (inv_s, ln_s) = (1.0 / st.s, math::ln_approx(st.s));
-            let mut c = lane;
-            while c < nchunks {
-                let v = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, f32::NEG_INFINITY);
-                let mut o = [0.0f32; VEC];
-                for k in 0..VEC {
-                    o[k] = out::<LOG>(v[k], st.m, inv_s, ln_s);
+            pass.cached = false;
+            (pass, st.m, st.s)
+        }
+    }
+
+    /// Calls `f(chunk, values)` for each of this thread's chunks, from the cache when the row
+    /// was cached, else re-reading `x`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn visit<const G: u32>(&self, x: &Global<T>, mut f: impl FnMut(usize, [f32; VEC])) {
+        if self.cached {
+            let cache_n = const { cache_chunks(VEC) };
+            crate::for_each_cached_chunk!(j < cache_n => {
+                let c = self.lane + j * G as usize;
+                if c < self.nchunks {
+                    f(c, self.cache[j]);
                 }
-                store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+            });
+        } else {
+            let mut c = self.lane;
+            while c < self.nchunks {
+                f(c, load_chunk::<T, VEC>(x, self.base, self.cols, c, self.vectorized, f32::NEG_INFINITY));
                 c += G as usize;
             }
+        }
+    }
+}
+
+/// The body of every softmax kernel: `LOG` selects log_softmax.
+#[inline(always)]
+pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxParams<T>) {
+    let (mut row, stride, lane) = assign::<G>();
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    while row < p.rows as usize {
+        let base = row * cols;
+        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.x, base, cols, lane as usize, vectorized);
+        let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
+        pass.visit::<G>(&p.x, |c, v| {
+            let mut o = [0.0f32; VEC];
+            for k in 0..VEC {
+                o[k] = out::<LOG>(v[k], m, inv_s, ln_s);
+            }
+            store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+        });
+        row += stride;
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CrossEntropyParams<T> {
+    pub rows: u32,
+    pub cols: u32,
+    pub vectorized: u32,
+    /// Nonzero: rows whose target equals `ignore_index` get loss 0 and gradient 0.
+    pub has_ignore: u32,
+    pub ignore_index: i32,
+    /// Nonzero: write `dlogits`.
+    pub write_grad: u32,
+    /// Multiplies the gradient (e.g. 1 / number of rows for a mean loss).
+    pub grad_scale: f32,
+    pub logits: Global<T>,
+    pub targets: Global<i32>,
+    pub loss: GlobalMut<f32>,
+    pub dlogits: GlobalMut<T>,
+}
+
+/// Fused cross-entropy: per row, `loss = logsumexp(x) - x[target]` and
+/// `dlogits = (softmax(x) - onehot(target)) * grad_scale`, from one read of the row when it
+/// fits in registers. An ignored row gets 0 and 0; a target outside `0..cols` (the launcher
+/// refuses those) gives a NaN loss rather than an out-of-bounds read.
+#[inline(always)]
+pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropyParams<T>) {
+    let (mut row, stride, lane) = assign::<G>();
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    while row < p.rows as usize {
+        let base = row * cols;
+        let t = p.targets.load(row);
+        let ignored = p.has_ignore != 0 && t == p.ignore_index;
+        let valid = !ignored && t >= 0 && (t as usize) < cols;
+        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.logits, base, cols, lane as usize, vectorized);
+        let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
+        if lane == 0 {
+            let loss = if ignored {
+                0.0
+            } else if !valid {
+                f32::NAN
+            } else if m == f32::NEG_INFINITY {
+                f32::INFINITY
+            } else {
+                (m + ln_s) - p.logits.load(base + t as usize).to_f32()
+            };
+            p.loss.store(row, loss);
+        }
+        if p.write_grad != 0 {
+            pass.visit::<G>(&p.logits, |c, v| {
+                let mut o = [0.0f32; VEC];
+                for k in 0..VEC {
+                    let hit = valid && c * VEC + k == t as usize;
+                    o[k] = if ignored {
+                        0.0
+                    } else {
+                        (out::<false>(v[k], m, inv_s, ln_s) - hit as u32 as f32) * p.grad_scale
+                    };
+                }
+                store_chunk::<T, VEC>(&p.dlogits, base, cols, c, vectorized, o);
+            });
         }
         row += stride;
     }
@@ -135,4 +248,10 @@ crate::kernels! {
     LOG_SOFTMAX_F16_BLOCK = log_softmax_f16_block(SoftmaxParams<F16>) => run::<F16, 8, B, true>;
     LOG_SOFTMAX_BF16_WARP = log_softmax_bf16_warp(SoftmaxParams<Bf16>) => run::<Bf16, 8, W, true>;
     LOG_SOFTMAX_BF16_BLOCK = log_softmax_bf16_block(SoftmaxParams<Bf16>) => run::<Bf16, 8, B, true>;
+    CROSS_ENTROPY_F32_WARP = cross_entropy_f32_warp(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, W>;
+    CROSS_ENTROPY_F32_BLOCK = cross_entropy_f32_block(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, B>;
+    CROSS_ENTROPY_F16_WARP = cross_entropy_f16_warp(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, W>;
+    CROSS_ENTROPY_F16_BLOCK = cross_entropy_f16_block(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, B>;
+    CROSS_ENTROPY_BF16_WARP = cross_entropy_bf16_warp(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, W>;
+    CROSS_ENTROPY_BF16_BLOCK = cross_entropy_bf16_block(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, B>;
 }

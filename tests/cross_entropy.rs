@@ -1,0 +1,85 @@
+//! Property tests of the fused cross-entropy (loss and logits gradient) against the f64
+//! reference, on the emulator always and the GPU when present: both strategies, vocabularies
+//! past every cache boundary, ignored rows, masked logits and NaN; plus target checks.
+
+mod common;
+
+use ferrokern::cross_entropy::{CrossEntropyInput, cross_entropy};
+use ferrokern::rows::{RowStrategy, Rows};
+use ferrokern::verify::{self, RowCase, RowOp, Values};
+use ferrokern::{Context, DType, Error};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cross_entropy_matches_reference(
+        dtype in proptest::sample::select(vec![DType::F32, DType::F16, DType::BF16]),
+        rows in 1usize..20,
+        cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(vec![1usize, 511, 513, 4097, 8193, 50257])],
+        offset in 0usize..2,
+        seed in any::<u64>(),
+        values in proptest::sample::select(vec![Values::Finite, Values::WithSpecials, Values::Huge]),
+        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
+    ) {
+        let rows = if cols > 10_000 { rows.min(2) } else { rows };
+        for ctx in common::backends("cross_entropy_matches_reference") {
+            let case = RowCase { op: RowOp::CrossEntropy, dtype, shape: Rows::new(rows, cols), seed, offset, values, strategy };
+            let r = verify::rows(&ctx, &case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+            prop_assert!(r.passed(), "{:?} on {}: {}", case, ctx.backend(), r);
+        }
+    }
+}
+
+#[test]
+fn targets_out_of_range_are_refused_before_launch() {
+    let ctx = Context::emulator();
+    let logits = ctx.upload(&[0.5f32; 12]).unwrap();
+    let mut loss = ctx.alloc::<f32>(3).unwrap();
+    for (name, t, ignore) in [
+        ("target = vocab", [0, 4, 1], None),
+        ("negative target", [0, -1, 1], None),
+        ("-100 without ignore_index", [0, -100, 1], None),
+        ("wrong ignore", [0, -100, 1], Some(-1)),
+    ] {
+        let tb = ctx.upload(&t).unwrap();
+        let input = CrossEntropyInput {
+            logits: logits.as_view(),
+            targets: tb.as_view(),
+            shape: Rows::new(3, 4),
+            ignore_index: ignore,
+            grad_scale: 1.0,
+        };
+        let e = cross_entropy(&ctx, input, loss.as_view_mut(), None).expect_err(name);
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
+        println!("{name}: {e}");
+    }
+    assert!(loss.to_host().unwrap().iter().all(|v| v.to_bits() == 0xFFFF_FFFF), "nothing was launched");
+}
+
+#[test]
+fn ignored_rows_give_zero_and_loss_matches_log_softmax() {
+    let ctx = Context::emulator();
+    let logits: Vec<f32> = (0..3 * 5).map(|i| (i % 7) as f32 * 0.3).collect();
+    let lb = ctx.upload(&logits).unwrap();
+    let tb = ctx.upload(&[2i32, -100, 4]).unwrap();
+    let (mut loss, mut grad) = (ctx.alloc::<f32>(3).unwrap(), ctx.alloc::<f32>(15).unwrap());
+    let input = CrossEntropyInput {
+        logits: lb.as_view(),
+        targets: tb.as_view(),
+        shape: Rows::new(3, 5),
+        ignore_index: Some(-100),
+        grad_scale: 1.0,
+    };
+    cross_entropy(&ctx, input, loss.as_view_mut(), Some(grad.as_view_mut())).unwrap();
+    let (loss, grad) = (loss.to_host().unwrap(), grad.to_host().unwrap());
+    assert_eq!(loss[1], 0.0);
+    assert!(grad[5..10].iter().all(|&g| g == 0.0));
+    let mut ls = ctx.alloc::<f32>(15).unwrap();
+    ferrokern::softmax::log_softmax(&ctx, lb.as_view(), Rows::new(3, 5), ls.as_view_mut()).unwrap();
+    let ls = ls.to_host().unwrap();
+    assert!((loss[0] + ls[2]).abs() < 1e-6 && (loss[2] + ls[14]).abs() < 1e-6);
+    let row_grad_sum: f32 = grad[0..5].iter().sum();
+    assert!(row_grad_sum.abs() < 1e-6, "a row's gradient sums to 0: {row_grad_sum}");
+}
