@@ -194,3 +194,26 @@ fn refuses_kernel_overrides_that_do_not_exist_or_do_not_fit() {
         &["scale over f32", "not gelu f32"],
     );
 }
+
+#[test]
+fn verify_passes_row_ops() {
+    assert_pass(&["softmax", "--rows", "7", "--cols", "9001", "--dtype", "bf16", "--specials"]);
+    assert_pass(&["cross_entropy", "--rows", "3", "--cols", "50257", "--strategy", "warp"]);
+    assert_pass(&["layernorm_backward", "--rows", "33", "--cols", "4097", "--dtype", "f16", "--offset", "1"]);
+    assert_pass(&["argmax", "--rows", "9", "--cols", "1000", "--huge"]);
+}
+
+#[test]
+fn refuses_bad_row_op_arguments() {
+    assert_refused(&["verify", "max", "--rows", "3", "--backend", "emulator"], &["needs --rows R and --cols C"]);
+    assert_refused(&["verify", "sum", "--len", "4", "--backend", "emulator"], &["remove --len"]);
+    assert_refused(
+        &["verify", "rmsnorm", "--rows", "2", "--cols", "8", "--specials", "--backend", "emulator"],
+        &["finite inputs"],
+    );
+    assert_refused(
+        &["verify", "softmax", "--rows", "2", "--cols", "8", "--strategy", "grid", "--backend", "emulator"],
+        &["unknown strategy"],
+    );
+    assert_refused(&["verify", "max", "--rows", "2", "--cols", "0", "--backend", "emulator"], &["no maximum"]);
+}

@@ -6,7 +6,8 @@ use ferrokern::bench::{self, Measurement};
 use ferrokern::elementwise::Op;
 use ferrokern::gpu_kernels::elementwise::ElementwiseParams;
 use ferrokern::gpu_kernels::selftest;
-use ferrokern::verify::{self, ElementwiseCase, Values};
+use ferrokern::rows::{RowStrategy, Rows};
+use ferrokern::verify::{self, ElementwiseCase, RowCase, RowOp, Values};
 use ferrokern::{BackendChoice, Context, DType, KernelDef, info};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -53,7 +54,9 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct VerifyArgs {
-    /// The op: axpy, scale, add, mul, gelu, silu, swiglu (more as families land).
+    /// The op: axpy, scale, add, mul, gelu, silu, swiglu (--len); sum, max, argmax, softmax,
+    /// log_softmax, cross_entropy, layernorm, layernorm_backward, rmsnorm, rmsnorm_backward
+    /// (--rows, --cols).
     op: String,
     #[arg(long)]
     len: Option<usize>,
@@ -110,6 +113,12 @@ struct VerifyArgs {
     /// `verify` really fails a wrong kernel (hidden: not for users).
     #[arg(long, hide = true)]
     kernel: Option<String>,
+    /// Row ops: force the warp-per-row or block-per-row kernel (auto picks by --cols).
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Values near the dtype's limit (+-1e30 f32/bf16, +-6e4 f16).
+    #[arg(long)]
+    huge: bool,
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -146,25 +155,10 @@ fn bad_args(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn run_verify(a: VerifyArgs) -> ExitCode {
-    let Some(op) = Op::from_name(&a.op) else {
-        if let Some((_, issue)) = verify::PLANNED.iter().find(|(n, _)| *n == a.op) {
-            return bad_args(format!(
-                "op `{}` is not implemented yet ({issue}); available: {}",
-                a.op,
-                verify::AVAILABLE.join(", ")
-            ));
-        }
-        return bad_args(format!("unknown op `{}`; available: {}", a.op, verify::AVAILABLE.join(", ")));
-    };
-    let dtype = match parse_dtype(&a.dtype) {
-        Ok(d) => d,
-        Err(m) => return bad_args(m),
-    };
-    let Some(len) = a.len else {
-        return bad_args(format!("`{}` needs --len N (the number of elements)", a.op));
-    };
-    let stray: Vec<&str> = [
+/// The shape flags given on the command line, by name.
+fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
+    [
+        ("--len", a.len.is_some()),
         ("--rows", a.rows.is_some()),
         ("--cols", a.cols.is_some()),
         ("--m", a.m.is_some()),
@@ -183,40 +177,109 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         ("--causal", a.causal),
         ("--page-size", a.page_size.is_some()),
         ("--context", a.context.is_some()),
+        ("--strategy", a.strategy.is_some()),
+        ("--kernel", a.kernel.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
-    .collect();
-    if !stray.is_empty() {
-        return bad_args(format!("`{}` is elementwise and takes only --len; remove {}", a.op, stray.join(", ")));
+    .collect()
+}
+
+fn run_verify(a: VerifyArgs) -> ExitCode {
+    let elementwise = Op::from_name(&a.op);
+    let row_op = RowOp::from_name(&a.op);
+    if elementwise.is_none() && row_op.is_none() {
+        if let Some((_, issue)) = verify::PLANNED.iter().find(|(n, _)| *n == a.op) {
+            return bad_args(format!(
+                "op `{}` is not implemented yet ({issue}); available: {}",
+                a.op,
+                verify::AVAILABLE.join(", ")
+            ));
+        }
+        return bad_args(format!("unknown op `{}`; available: {}", a.op, verify::AVAILABLE.join(", ")));
     }
-    let kernel = match a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)) {
-        None => None,
-        Some(Ok(def)) => Some(def),
-        Some(Err(m)) => return bad_args(m),
+    let dtype = match parse_dtype(&a.dtype) {
+        Ok(d) => d,
+        Err(m) => return bad_args(m),
     };
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
+    let (allowed, family): (&[&str], &str) = match elementwise {
+        Some(_) => (&["--len", "--kernel"], "elementwise and takes only --len"),
+        None => (&["--rows", "--cols", "--strategy"], "a row op and takes --rows and --cols (and --strategy)"),
+    };
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!("`{}` is {family}; remove {}", a.op, stray.join(", ")));
+    }
+    if a.specials && a.huge {
+        return bad_args("choose one of --specials and --huge");
+    }
+    let values = if a.specials {
+        Values::WithSpecials
+    } else if a.huge {
+        Values::Huge
+    } else {
+        Values::Finite
     };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let values = if a.specials { Values::WithSpecials } else { Values::Finite };
-    println!(
-        "verify {} len={len} dtype={} backend={} seed={seed} offset={}",
-        op.name(),
-        dtype.name(),
-        ctx.backend(),
-        a.offset
-    );
-    if let Some(def) = kernel {
-        println!("kernel {} (a deliberately broken self-test variant)", def.name);
-    }
-    let case = ElementwiseCase { op, dtype, len, seed, offset: a.offset, values };
-    let result = match kernel {
-        Some(def) => verify::elementwise_with::<f32>(&ctx, &case, def),
-        None => verify::elementwise(&ctx, &case),
+    let result = if let Some(op) = elementwise {
+        let Some(len) = a.len else {
+            return bad_args(format!("`{}` needs --len N (the number of elements)", a.op));
+        };
+        let kernel = match a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)) {
+            None => None,
+            Some(Ok(def)) => Some(def),
+            Some(Err(m)) => return bad_args(m),
+        };
+        let ctx = match ferrokern::context(a.backend) {
+            Ok(c) => c,
+            Err(e) => return bad_args(e),
+        };
+        println!(
+            "verify {} len={len} dtype={} backend={} seed={seed} offset={}",
+            op.name(),
+            dtype.name(),
+            ctx.backend(),
+            a.offset
+        );
+        if let Some(def) = kernel {
+            println!("kernel {} (a deliberately broken self-test variant)", def.name);
+        }
+        let case = ElementwiseCase { op, dtype, len, seed, offset: a.offset, values };
+        match kernel {
+            Some(def) => verify::elementwise_with::<f32>(&ctx, &case, def),
+            None => verify::elementwise(&ctx, &case),
+        }
+    } else {
+        let op = row_op.expect("checked above");
+        let (Some(rows), Some(cols)) = (a.rows, a.cols) else {
+            return bad_args(format!("`{}` needs --rows R and --cols C", a.op));
+        };
+        let norm = matches!(op, RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward);
+        if norm && values != Values::Finite {
+            return bad_args(format!("`{}` is checked on finite inputs; remove --specials / --huge", a.op));
+        }
+        let strategy = match a.strategy.as_deref() {
+            None | Some("auto") => None,
+            Some("warp") => Some(RowStrategy::Warp),
+            Some("block") => Some(RowStrategy::Block),
+            Some(other) => return bad_args(format!("unknown strategy `{other}`: use auto, warp or block")),
+        };
+        let ctx = match ferrokern::context(a.backend) {
+            Ok(c) => c,
+            Err(e) => return bad_args(e),
+        };
+        let shape = Rows::new(rows, cols);
+        let chosen = strategy.unwrap_or(RowStrategy::for_cols(cols));
+        println!(
+            "verify {} rows={rows} cols={cols} dtype={} backend={} strategy={chosen:?} seed={seed} offset={}",
+            op.name(),
+            dtype.name(),
+            ctx.backend(),
+            a.offset
+        );
+        verify::rows(&ctx, &RowCase { op, dtype, shape, seed, offset: a.offset, values, strategy })
     };
     match result {
         Ok(report) => {
