@@ -3,6 +3,8 @@
 //! same bytes for memory-bound ops.
 
 use crate::elementwise::{self as ew, Op};
+use crate::rows::Rows;
+use crate::verify::RowOp;
 use crate::{BufRef, Context, DType, DeviceBuffer, Error, Float, Result};
 use half::{bf16, f16};
 
@@ -91,6 +93,135 @@ pub fn elementwise(ctx: &Context, op: Op, dtype: DType, n: usize) -> Result<Meas
         DType::BF16 => elementwise_one::<bf16>(ctx, op, n),
         d => Err(Error::invalid("bench", format!("dtype {} has no elementwise kernels", d.name()))),
     }
+}
+
+/// Row-op shapes in the sweep (rows, cols): long rows past the register cache, the common
+/// 4096-wide hidden size, short rows, and a GPT-2 vocabulary for cross-entropy. Every shape
+/// moves at least 256 MB in f32.
+pub const ROW_SHAPES: &[(usize, usize)] = &[(32_768, 4096), (4096, 32_768), (1 << 20, 128)];
+/// Cross-entropy's shape: 8192 tokens over a 50257-word vocabulary.
+pub const CROSS_ENTROPY_SHAPE: (usize, usize) = (8192, 50_257);
+
+/// Bytes a row op must move: every input read once, every output written once.
+pub fn row_bytes(op: RowOp, shape: Rows, elem: usize) -> u64 {
+    let (r, c) = (shape.rows as u64, shape.cols as u64);
+    let e = elem as u64;
+    let m = r * c * e;
+    match op {
+        RowOp::Sum | RowOp::Argmax => m + 4 * r,
+        RowOp::Max => m + e * r,
+        RowOp::Softmax | RowOp::LogSoftmax => 2 * m,
+        RowOp::CrossEntropy => 2 * m + 8 * r,
+        RowOp::LayerNorm => 2 * m + 2 * c * e + 8 * r,
+        RowOp::RmsNorm => 2 * m + c * e + 4 * r,
+        RowOp::LayerNormBackward => 3 * m + c * e + 8 * r + 8 * c,
+        RowOp::RmsNormBackward => 3 * m + c * e + 4 * r + 4 * c,
+    }
+}
+
+fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measurement> {
+    use crate::cross_entropy::{CrossEntropyInput, cross_entropy_with};
+    use crate::norm::{NormGrad, NormInput};
+    let n = shape.rows * shape.cols;
+    // Deterministic moderate values: the bench measures speed; `verify` checked values first.
+    let host: Vec<T> = (0..n).map(|i| T::from_f64(((i * 2_654_435_761) % 1000) as f64 * 0.008 - 4.0)).collect();
+    let x = ctx.upload(&host)?;
+    let gamma = ctx.upload(&vec![T::from_f64(1.0); shape.cols])?;
+    let beta = ctx.upload(&vec![T::from_f64(0.0); shape.cols])?;
+    let mut y = ctx.alloc::<T>(n)?;
+    let (mut s1, mut s2) = (ctx.alloc::<f32>(shape.rows)?, ctx.alloc::<f32>(shape.rows)?);
+    let (mut c1, mut c2) = (ctx.alloc::<f32>(shape.cols)?, ctx.alloc::<f32>(shape.cols)?);
+    let mut idx = ctx.alloc::<u32>(shape.rows)?;
+    let mut mx = ctx.alloc::<T>(shape.rows)?;
+    let targets = ctx.upload(&(0..shape.rows).map(|r| (r % shape.cols) as i32).collect::<Vec<_>>())?;
+    let ones = ctx.upload(&vec![1.0f32; shape.rows])?;
+    let zeros = ctx.upload(&vec![0.0f32; shape.rows])?;
+    let t = ctx.time_runs(WARMUP, REPS, true, || match op {
+        RowOp::Sum => crate::reduce::sum(ctx, x.as_view(), shape, s1.as_view_mut()),
+        RowOp::Max => crate::reduce::max(ctx, x.as_view(), shape, mx.as_view_mut()),
+        RowOp::Argmax => crate::reduce::argmax(ctx, x.as_view(), shape, idx.as_view_mut()),
+        RowOp::Softmax => crate::softmax::softmax(ctx, x.as_view(), shape, y.as_view_mut()),
+        RowOp::LogSoftmax => crate::softmax::log_softmax(ctx, x.as_view(), shape, y.as_view_mut()),
+        RowOp::CrossEntropy => {
+            let input = CrossEntropyInput {
+                logits: x.as_view(),
+                targets: targets.as_view(),
+                shape,
+                ignore_index: None,
+                grad_scale: 1.0,
+                // The host check is a download and a wait per call; the kernel guards anyway.
+                check_targets: false,
+            };
+            cross_entropy_with(ctx, None, input, s1.as_view_mut(), Some(y.as_view_mut()))
+        }
+        RowOp::LayerNorm | RowOp::RmsNorm => {
+            let layer = op == RowOp::LayerNorm;
+            let input = NormInput {
+                x: x.as_view(),
+                gamma: gamma.as_view(),
+                beta: layer.then(|| beta.as_view()),
+                shape,
+                eps: 1e-5,
+            };
+            if layer {
+                crate::norm::layernorm(ctx, input, y.as_view_mut(), s1.as_view_mut(), s2.as_view_mut())
+            } else {
+                crate::norm::rmsnorm(ctx, input, y.as_view_mut(), s2.as_view_mut())
+            }
+        }
+        RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
+            let layer = op == RowOp::LayerNormBackward;
+            let grad = NormGrad {
+                dy: x.as_view(),
+                x: x.as_view(),
+                gamma: gamma.as_view(),
+                mean: layer.then(|| zeros.as_view()),
+                rstd: ones.as_view(),
+                shape,
+            };
+            if layer {
+                crate::norm::layernorm_backward(ctx, grad, y.as_view_mut(), c1.as_view_mut(), c2.as_view_mut())
+            } else {
+                crate::norm::rmsnorm_backward(ctx, grad, y.as_view_mut(), c1.as_view_mut())
+            }
+        }
+    })?;
+    let bytes = row_bytes(op, shape, size_of::<T>());
+    let base = copy_baseline(ctx, bytes)?;
+    let med = median(&t);
+    Ok(Measurement {
+        family: "rows",
+        op: op.name().into(),
+        version: format!("{:?}", crate::rows::RowStrategy::for_cols(shape.cols)).to_lowercase(),
+        shape: format!("{}x{}", shape.rows, shape.cols),
+        dtype: T::NAME,
+        median_ms: med,
+        min_ms: t.iter().cloned().fold(f64::INFINITY, f64::min),
+        bytes,
+        gbps: bytes as f64 / (med * 1e6),
+        baseline: "copy",
+        baseline_median_ms: base,
+        baseline_gbps: bytes as f64 / (base * 1e6),
+        ratio: base / med,
+    })
+}
+
+/// Measures one row op on `shape` of `dtype` against the copy baseline.
+pub fn rows(ctx: &Context, op: RowOp, dtype: DType, shape: Rows) -> Result<Measurement> {
+    match dtype {
+        DType::F32 => rows_one::<f32>(ctx, op, shape),
+        DType::F16 => rows_one::<f16>(ctx, op, shape),
+        DType::BF16 => rows_one::<bf16>(ctx, op, shape),
+        d => Err(Error::invalid("bench", format!("dtype {} has no row kernels", d.name()))),
+    }
+}
+
+/// The shapes the sweep measures `op` on.
+pub fn row_shapes(op: RowOp) -> Vec<Rows> {
+    if op == RowOp::CrossEntropy {
+        return vec![Rows::new(CROSS_ENTROPY_SHAPE.0, CROSS_ENTROPY_SHAPE.1)];
+    }
+    ROW_SHAPES.iter().map(|&(r, c)| Rows::new(r, c)).collect()
 }
 
 /// A self-contained SVG bar chart of each row's `ratio` (one horizontal bar per row, labeled

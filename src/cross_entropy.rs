@@ -3,8 +3,9 @@
 //! from one read of each row when it fits in registers (vocabularies up to 8192; longer rows
 //! take a second read). Rows whose target equals `ignore_index` get loss 0 and gradient 0.
 //!
-//! Targets are checked before the launch: every target must be in `0..vocab` or equal to
-//! `ignore_index`. That check downloads the targets (4 bytes per row) and waits for them.
+//! With `check_targets`, targets are checked before the launch: every target must be in
+//! `0..vocab` or equal to `ignore_index`. That check downloads the targets (4 bytes per row)
+//! and waits for them; without it the kernel's own guard gives NaN losses for bad targets.
 //! Kernel: `gpu-kernels/src/softmax.rs`.
 
 use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
@@ -22,6 +23,11 @@ pub struct CrossEntropyInput<'a, T: Float> {
     pub ignore_index: Option<i32>,
     /// Multiplies the gradient (1 / rows for a mean loss; 1 for a sum).
     pub grad_scale: f32,
+    /// `true`: download the targets and refuse invalid ones with a typed error before
+    /// launching (a device-to-host copy and a wait). `false`: trust them; the kernel still
+    /// guards every target and writes a NaN loss for an invalid one instead of reading out
+    /// of bounds.
+    pub check_targets: bool,
 }
 
 /// Loss per row into `loss`, and the logits' gradient into `dlogits` when given.
@@ -33,7 +39,7 @@ pub fn cross_entropy_with<T: Float>(
     dlogits: Option<BufMut<'_, T>>,
 ) -> Result<()> {
     const OP: &str = "cross_entropy";
-    let CrossEntropyInput { logits, targets, shape, ignore_index, grad_scale } = input;
+    let CrossEntropyInput { logits, targets, shape, ignore_index, grad_scale, check_targets } = input;
     logits.check_context(ctx, OP)?;
     targets.check_context(ctx, OP)?;
     loss.check_context(ctx, OP)?;
@@ -56,7 +62,7 @@ pub fn cross_entropy_with<T: Float>(
     if shape.cols == 0 {
         return Err(Error::invalid(OP, "vocab = 0: there is no class to predict; pass at least one column"));
     }
-    let t = targets.to_host()?;
+    let t = if check_targets { targets.to_host()? } else { Vec::new() };
     if let Some((row, &bad)) =
         t.iter().enumerate().find(|(_, v)| Some(**v) != ignore_index && !(0..shape.cols as i64).contains(&(**v as i64)))
     {

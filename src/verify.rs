@@ -215,7 +215,8 @@ pub struct RowCase {
 }
 
 /// Row-op inputs. With specials, each row is one of: fully masked (all -inf, 1 in 8), one NaN
-/// (1 in 8), one +inf (1 in 16), or finite values with about 1 in 6 masked to -inf. Specials
+/// (1 in 8), one +inf (1 in 16), or finite values with about 1 in 6 masked to -inf (softmax,
+/// log_softmax, cross_entropy) or 1 in 16 set to a signed zero (reductions). Specials
 /// are placed per row so long rows still test real values (a per-element NaN rate would make
 /// nearly every long row NaN, which would pass trivially).
 fn row_inputs<T: Float>(rng: &mut SmallRng, case: &RowCase) -> Vec<T> {
@@ -239,10 +240,19 @@ fn row_inputs<T: Float>(rng: &mut SmallRng, case: &RowCase) -> Vec<T> {
                 0 | 1 => row.fill(T::from_f64(f64::NEG_INFINITY)),
                 2 | 3 => row[at] = T::from_f64(f64::NAN),
                 4 => row[at] = T::from_f64(f64::INFINITY),
-                _ => {
+                // Masking is what softmax-like ops see; a reduction's row stays finite, with
+                // signed zeros, so its value is still checked.
+                _ if !wide => {
                     for v in row.iter_mut() {
                         if rng.random_range(0..6) == 0 {
                             *v = T::from_f64(f64::NEG_INFINITY);
+                        }
+                    }
+                }
+                _ => {
+                    for v in row.iter_mut() {
+                        if rng.random_range(0..16) == 0 {
+                            *v = T::from_f64(if rng.random::<bool>() { 0.0 } else { -0.0 });
                         }
                     }
                 }
@@ -338,6 +348,7 @@ fn cross_entropy_case<T: Float>(
         shape: case.shape,
         ignore_index: Some(IGNORE_INDEX),
         grad_scale: scale,
+        check_targets: true,
     };
     cross_entropy_with(ctx, case.strategy, input, loss.view_mut(), Some(grad.view_mut()))?;
     let (mut wl, mut bl, mut wg, mut bg) = (vec![], vec![], vec![], vec![]);

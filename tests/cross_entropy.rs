@@ -50,6 +50,7 @@ fn targets_out_of_range_are_refused_before_launch() {
             shape: Rows::new(3, 4),
             ignore_index: ignore,
             grad_scale: 1.0,
+            check_targets: true,
         };
         let e = cross_entropy(&ctx, input, loss.as_view_mut(), None).expect_err(name);
         assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
@@ -71,6 +72,7 @@ fn ignored_rows_give_zero_and_loss_matches_log_softmax() {
         shape: Rows::new(3, 5),
         ignore_index: Some(-100),
         grad_scale: 1.0,
+        check_targets: true,
     };
     cross_entropy(&ctx, input, loss.as_view_mut(), Some(grad.as_view_mut())).unwrap();
     let (loss, grad) = (loss.to_host().unwrap(), grad.to_host().unwrap());
@@ -82,4 +84,26 @@ fn ignored_rows_give_zero_and_loss_matches_log_softmax() {
     assert!((loss[0] + ls[2]).abs() < 1e-6 && (loss[2] + ls[14]).abs() < 1e-6);
     let row_grad_sum: f32 = grad[0..5].iter().sum();
     assert!(row_grad_sum.abs() < 1e-6, "a row's gradient sums to 0: {row_grad_sum}");
+}
+
+#[test]
+fn unchecked_targets_are_guarded_by_the_kernel() {
+    let ctx = Context::emulator();
+    let logits = ctx.upload(&[0.5f32; 12]).unwrap();
+    let tb = ctx.upload(&[0i32, 7, -3]).unwrap();
+    let mut loss = ctx.alloc::<f32>(3).unwrap();
+    let mut grad = ctx.alloc::<f32>(12).unwrap();
+    let input = CrossEntropyInput {
+        logits: logits.as_view(),
+        targets: tb.as_view(),
+        shape: Rows::new(3, 4),
+        ignore_index: None,
+        grad_scale: 1.0,
+        check_targets: false,
+    };
+    // The emulator would report any out-of-bounds read; the kernel's guard gives NaN instead.
+    cross_entropy(&ctx, input, loss.as_view_mut(), Some(grad.as_view_mut())).unwrap();
+    let loss = loss.to_host().unwrap();
+    assert!((loss[0] - 4f32.ln()).abs() < 1e-6, "{loss:?}");
+    assert!(loss[1].is_nan() && loss[2].is_nan(), "{loss:?}");
 }

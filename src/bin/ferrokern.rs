@@ -460,18 +460,54 @@ fn emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
             }
         }
     }
-    println!("emulator sweep: {} passed, {failed} failed (rows shown: len >= 4097 and failures)", count - failed);
+    println!("\n{:<18} {:<5} {:>12} {:>11}  result", "row op", "dtype", "shape", "max_rel");
+    for op in RowOp::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))) {
+        let norm = matches!(op, RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward);
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            for (rows, cols) in [(5, 1), (33, 300), (4, 4097), (2, 9001)] {
+                let values = if norm { Values::Finite } else { Values::WithSpecials };
+                let case =
+                    RowCase { op, dtype, shape: Rows::new(rows, cols), seed: 77, offset: 0, values, strategy: None };
+                count += 1;
+                match verify::rows(ctx, &case) {
+                    Ok(rep) => {
+                        all_ok &= rep.passed();
+                        failed += !rep.passed() as usize;
+                        if cols == 9001 || !rep.passed() {
+                            println!(
+                                "{:<18} {:<5} {:>12} {:>11.2e}  {}",
+                                op.name(),
+                                dtype.name(),
+                                format!("{rows}x{cols}"),
+                                rep.max_rel_err,
+                                if rep.passed() { "PASS".to_string() } else { rep.to_string() }
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        all_ok = false;
+                        failed += 1;
+                        println!("{:<18} {:<5} {:>12}  ERROR {e}", op.name(), dtype.name(), format!("{rows}x{cols}"));
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "emulator sweep: {} passed, {failed} failed (rows shown: the largest shapes and any failure)",
+        count - failed
+    );
     all_ok
 }
 
 fn print_measurements(rows: &[Measurement]) {
     println!(
-        "{:<12} {:<8} {:<4} {:<12} {:<5} {:>10} {:>9} {:>10} {:>7}",
+        "{:<12} {:<18} {:<6} {:<13} {:<5} {:>10} {:>9} {:>10} {:>7}",
         "family", "op", "ver", "shape", "dtype", "median ms", "GB/s", "copy GB/s", "ratio"
     );
     for m in rows {
         println!(
-            "{:<12} {:<8} {:<4} {:<12} {:<5} {:>10.4} {:>9.1} {:>10.1} {:>7.3}",
+            "{:<12} {:<18} {:<6} {:<13} {:<5} {:>10.4} {:>9.1} {:>10.1} {:>7.3}",
             m.family, m.op, m.version, m.shape, m.dtype, m.median_ms, m.gbps, m.baseline_gbps, m.ratio
         );
     }
@@ -521,10 +557,13 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     let mut rows = Vec::new();
     let mut ok = true;
     let ops: Vec<Op> = Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect();
+    let row_ops: Vec<RowOp> = RowOp::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect();
     const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+    let total = ops.len() * DTYPES.len() * bench::ELEMENTWISE_LENS.len()
+        + row_ops.iter().map(|&o| bench::row_shapes(o).len()).sum::<usize>() * DTYPES.len();
     // On stderr, so stdout stays the table; indicatif draws nothing when stderr is not a
     // terminal, so logs of a bundle run get no control characters.
-    let progress = ProgressBar::new((ops.len() * DTYPES.len() * bench::ELEMENTWISE_LENS.len()) as u64).with_style(
+    let progress = ProgressBar::new(total as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} measurements, {elapsed} {msg}").expect("a valid template"),
     );
     for op in ops {
@@ -553,6 +592,53 @@ fn run_bench(a: BenchArgs) -> ExitCode {
                     Ok(m) => rows.push(m),
                     Err(e) => {
                         progress.suspend(|| println!("{} {} n={n}: {e}", op.name(), dtype.name()));
+                        ok = false;
+                    }
+                }
+                progress.inc(1);
+            }
+        }
+    }
+    for op in row_ops {
+        for dtype in DTYPES {
+            let shapes = bench::row_shapes(op);
+            // Check both strategies before timing.
+            progress.set_message(format!("checking {} {}", op.name(), dtype.name()));
+            let mut checked = true;
+            for shape in [Rows::new(33, 300), Rows::new(9, 9001)] {
+                let values = if matches!(
+                    op,
+                    RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward
+                ) {
+                    Values::Finite
+                } else {
+                    Values::WithSpecials
+                };
+                let case = RowCase { op, dtype, shape, seed: 5, offset: 0, values, strategy: None };
+                match verify::rows(&ctx, &case) {
+                    Ok(r) if r.passed() => {}
+                    Ok(r) => {
+                        progress.suspend(|| println!("{} {} {shape:?}: {r}", op.name(), dtype.name()));
+                        checked = false;
+                    }
+                    Err(e) => {
+                        progress.abandon();
+                        println!("{} {} {shape:?}: {e}", op.name(), dtype.name());
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            if !checked {
+                ok = false;
+                progress.inc(shapes.len() as u64);
+                continue;
+            }
+            for shape in shapes {
+                progress.set_message(format!("measuring {} {} {}x{}", op.name(), dtype.name(), shape.rows, shape.cols));
+                match bench::rows(&ctx, op, dtype, shape) {
+                    Ok(m) => rows.push(m),
+                    Err(e) => {
+                        progress.suspend(|| println!("{} {} {shape:?}: {e}", op.name(), dtype.name()));
                         ok = false;
                     }
                 }
