@@ -39,6 +39,21 @@ fn every_arch_assembles_without_spills() {
             );
         }
         println!("{arch}: {} kernels assembled, none spill", rows.len());
+        for r in &rows {
+            let threads = ferrokern::gpu_kernels::launch_threads(&r.kernel).unwrap_or_else(|| {
+                panic!("{}: no block size known; add its family to gpu_kernels::launch_threads", r.kernel)
+            });
+            // A block must fit one SM's register file (64K 32-bit registers on sm_80/sm_90,
+            // allocated per thread in units of 8), or the launch fails with "too many
+            // resources requested".
+            assert!(
+                r.registers.div_ceil(8) as u64 * 8 * threads as u64 <= 65_536,
+                "{arch} {}: {} registers x {threads} threads exceeds the 65536-register file; the launch would fail",
+                r.kernel,
+                r.registers
+            );
+        }
+        println!("{arch}: every kernel's registers x block threads fit the register file");
     }
 }
 

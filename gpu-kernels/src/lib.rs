@@ -94,3 +94,10 @@ pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("softmax", softmax::KERNEL_NAMES),
     ("selftest", selftest::KERNEL_NAMES),
 ];
+
+/// Threads per block the host launches kernel `name` with, for the offline launchability
+/// check (registers x threads must fit the SM's 65536 registers). Each family answers for
+/// its own kernels; a new family adds its function here.
+pub fn launch_threads(name: &str) -> Option<u32> {
+    elementwise::launch_threads(name).or_else(|| rows::launch_threads(name)).or_else(|| selftest::launch_threads(name))
+}

@@ -93,6 +93,24 @@ impl RowStrategy {
 const _: () = assert!(WARP_BLOCK_THREADS.is_multiple_of(WARP_SIZE) && WARP_BLOCK_THREADS <= 1024);
 const _: () = assert!(BLOCK_ROW_THREADS.is_multiple_of(WARP_SIZE) && BLOCK_ROW_THREADS <= 1024);
 
+/// Threads per block of `name` if it is a row kernel (reduce, softmax, norm families).
+pub fn launch_threads(name: &str) -> Option<u32> {
+    let families = [crate::reduce::KERNEL_NAMES, crate::softmax::KERNEL_NAMES, crate::norm::KERNEL_NAMES];
+    if !families.iter().any(|f| f.contains(&name)) {
+        return None;
+    }
+    if name == "column_sum_f32" {
+        return Some(crate::norm::COLUMN_SUM_THREADS);
+    }
+    if name.ends_with("_warp") {
+        Some(RowStrategy::Warp.block_threads())
+    } else if name.ends_with("_block") {
+        Some(RowStrategy::Block.block_threads())
+    } else {
+        None
+    }
+}
+
 /// This thread's first row, the row stride, and its lane in the row's group.
 #[inline(always)]
 pub fn assign<const G: u32>() -> (usize, usize, u32) {

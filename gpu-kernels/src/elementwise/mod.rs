@@ -22,6 +22,11 @@ use crate::device::{Element, Global, GlobalMut, math};
 /// few enough that a small grid still spreads over every SM.
 pub const BLOCK_THREADS: u32 = 256;
 
+/// Threads per block of `name` if it is an elementwise kernel.
+pub fn launch_threads(name: &str) -> Option<u32> {
+    KERNEL_NAMES.contains(&name).then_some(BLOCK_THREADS)
+}
+
 /// The kernel parameters, shared by host and device.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
