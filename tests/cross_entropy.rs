@@ -11,7 +11,7 @@ use ferrokern::{Context, DType, Error};
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn cross_entropy_matches_reference(

@@ -32,7 +32,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(192), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn elementwise_matches_reference(

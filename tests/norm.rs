@@ -21,7 +21,7 @@ fn run(ctx: &Context, case: RowCase) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(64), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn norms_match_reference(

@@ -13,7 +13,7 @@ const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const COLS: &[usize] = &[1, 7, 31, 33, 255, 513, 1023, 4097, 9001];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(96), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn reductions_match_reference(

@@ -24,7 +24,7 @@ fn strategy() -> impl Strategy<Value = Option<RowStrategy>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(96), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn softmax_matches_reference(

@@ -99,6 +99,16 @@ pub fn warp_race<const BROKEN: bool>(p: SelftestParams) {
     p.out.store(i, TILE.load(t ^ 1));
 }
 
+/// Writes far past the end of `out` (2^38 elements): on the GPU an illegal-address fault, the
+/// sticky kind that poisons the CUDA context; on the emulator an out-of-bounds error. Used by
+/// the device-fault test, which runs it in a process of its own.
+#[inline(always)]
+pub fn wild_write(p: SelftestParams) {
+    if index_1d() == 0 {
+        p.out.store(p.out.len() + (1 << 38), 1.0);
+    }
+}
+
 /// Scale without its scalar tail: on the vectorized path the last `n % 4` elements are never
 /// written. The harness must reject it (poison left in the output).
 #[inline(always)]
@@ -148,5 +158,6 @@ crate::kernels! {
     BUG_WARP_EXIT = bug_warp_exit(SelftestParams) => warp_exit::<true>;
     OK_WARP_EXIT = ok_warp_exit(SelftestParams) => warp_exit::<false>;
     BUG_WARP_RACE = bug_warp_race(SelftestParams) => warp_race::<true>;
+    FAULT_WILD_WRITE = fault_wild_write(SelftestParams) => wild_write;
     OK_WARP_RACE = ok_warp_race(SelftestParams) => warp_race::<false>;
 }

@@ -80,21 +80,33 @@ pub struct DeviceInfo {
     pub ptx_arch: &'static str,
 }
 
-/// A handle to a backend. Cloning is cheap and shares the backend.
+/// A handle to a backend. Cloning is cheap and shares the backend, stream included.
 ///
-/// `Context` is `Send` and `Sync`: launches from several threads are serialized on its one
-/// stream (GPU) or run one after another (emulator).
+/// `Context` is `Send` and `Sync` (checked at compile time below). Launches through one
+/// handle from several threads go to its one stream in the order they are made. For work
+/// that should overlap, give each thread its own stream with [`Context::fork`]: forks share
+/// the device context, the loaded kernels, the buffers (a buffer made through one fork can
+/// be used with any other), and the fault record (a fault poisons every fork, as it poisons
+/// the CUDA context). Transfers to and from the host are ordered after the work of every
+/// fork (the streams are blocking streams, synchronized with CUDA's legacy stream).
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
+    /// Identifies the device context: equal for a context and its forks.
     pub id: u64,
     pub gpu: Option<Gpu>,
-    /// Set by the first device fault; returned by every later call.
-    pub fault: Mutex<Option<Error>>,
+    /// Set by the first device fault; returned by every later call on every fork.
+    pub fault: Arc<Mutex<Option<Error>>>,
 }
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Context>();
+    send_sync::<DeviceBuffer<f32>>();
+};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -112,15 +124,26 @@ impl Context {
             },
         };
         Ok(Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Mutex::new(None) }),
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Arc::default() }),
         })
     }
 
     /// The CPU emulator, which is always available.
     pub fn emulator() -> Self {
         Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Mutex::new(None) }),
+            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Arc::default() }),
         }
+    }
+
+    /// A handle with its own stream on the same device context (see the type's docs). On the
+    /// emulator, where launches complete before returning, it is a plain clone.
+    pub fn fork(&self) -> Result<Context> {
+        self.check_healthy()?;
+        let gpu = match self.gpu() {
+            Some(g) => Some(g.fork()?),
+            None => return Ok(self.clone()),
+        };
+        Ok(Context { inner: Arc::new(Inner { id: self.inner.id, gpu, fault: self.inner.fault.clone() }) })
     }
 
     pub fn backend(&self) -> Backend {

@@ -9,18 +9,26 @@ use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use gpu_kernels::emu::LaunchConfig;
 use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Above this, a kernel must opt in to more dynamic shared memory (CUDA's static limit).
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
+/// One stream on a shared device context. Handles made by [`Gpu::fork`] share the CUDA
+/// context, the module and the fault record, each with its own stream.
 pub(crate) struct Gpu {
     pub info: DeviceInfo,
-    // Field order matters for drop: stream and module before the context.
+    // Field order matters for drop: the stream before the shared module and context.
     stream: Stream,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    // Field order matters for drop: the module before the context.
     module: Module,
     ctx: CuContext,
-    /// The most recent kernel launched, to name it when a later sync reports a fault.
+    /// The most recent kernel launched on any stream, to name it when a later call reports a
+    /// fault (faults are per CUDA context, not per stream).
     last_kernel: Mutex<&'static str>,
 }
 
@@ -83,17 +91,24 @@ impl Gpu {
             max_shared_optin: shared_optin(&device).unwrap_or(DEFAULT_SHARED_LIMIT),
             ptx_arch: arch,
         };
-        Ok(Gpu { info, stream, module, ctx, last_kernel: Mutex::new("(none)") })
+        Ok(Gpu { info, stream, shared: Arc::new(Shared { module, ctx, last_kernel: Mutex::new("(none)") }) })
+    }
+
+    /// Another handle on the same device context and module, with its own stream.
+    pub fn fork(&self) -> Result<Gpu> {
+        self.enter()?;
+        let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cuda("cuStreamCreate"))?;
+        Ok(Gpu { info: self.info.clone(), stream, shared: self.shared.clone() })
     }
 
     /// Makes this context current on the calling thread (CUDA contexts are per thread).
     pub fn enter(&self) -> Result<()> {
-        CurrentContext::set_current(&self.ctx).map_err(cuda("cuCtxSetCurrent"))
+        CurrentContext::set_current(&self.shared.ctx).map_err(cuda("cuCtxSetCurrent"))
     }
 
     fn fault_or(&self, call: &'static str, code: CudaError) -> Error {
         if is_sticky(code) {
-            let kernel = *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
+            let kernel = *self.shared.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
             Error::DeviceFault { kernel, code }
         } else {
             cuda(call)(code)
@@ -102,7 +117,8 @@ impl Gpu {
 
     pub fn launch<P: Copy>(&self, name: &'static str, cfg: LaunchConfig, params: P) -> Result<()> {
         self.enter()?;
-        let func = self.module.get_function(name).map_err(|code| Error::Cuda { call: "cuModuleGetFunction", code })?;
+        let func =
+            self.shared.module.get_function(name).map_err(|code| Error::Cuda { call: "cuModuleGetFunction", code })?;
         if cfg.shared_bytes > DEFAULT_SHARED_LIMIT {
             // SAFETY: a plain attribute set on a valid function handle; the size was checked
             // against the device's opt-in limit by Context::launch.
@@ -120,7 +136,7 @@ impl Gpu {
                 ));
             }
         }
-        *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner()) = name;
+        *self.shared.last_kernel.lock().unwrap_or_else(|p| p.into_inner()) = name;
         let mut p = params;
         let args = [&mut p as *mut P as *mut c_void];
         let g = cfg.grid;

@@ -19,7 +19,7 @@ pub fn gpu_or_skip(test: &str) -> Option<Context> {
                 Error::NoDevice { .. } => "no CUDA device".to_string(),
                 other => other.to_string(),
             };
-            println!("SKIP: {reason} ({test} runs on the emulator only)");
+            println!("SKIP: {reason} ({test}: the GPU part did not run)");
             None
         }
     }
@@ -30,4 +30,10 @@ pub fn backends(test: &str) -> Vec<Context> {
     let mut v = vec![Context::emulator()];
     v.extend(gpu_or_skip(test));
     v
+}
+
+/// Property-test cases: `default`, or `FERROKERN_CASES` when set (the GPU run script lowers
+/// it under compute-sanitizer, which is orders of magnitude slower).
+pub fn cases(default: u32) -> u32 {
+    std::env::var("FERROKERN_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
