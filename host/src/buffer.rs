@@ -118,7 +118,10 @@ pub struct DeviceBuffer<T: Scalar> {
 impl<T: Scalar> DeviceBuffer<T> {
     pub(crate) fn new(ctx: &Context, len: usize) -> Result<Self> {
         let bytes = len.checked_mul(T::DTYPE.size()).ok_or_else(|| {
-            Error::invalid("alloc", format!("{len} elements of {} overflow the address space", T::DTYPE.name()))
+            Error::invalid(
+                "alloc",
+                format!("{len} elements of {} overflow the address space; allocate fewer elements", T::DTYPE.name()),
+            )
         })?;
         let mem = if bytes == 0 {
             Mem::Empty
@@ -130,11 +133,13 @@ impl<T: Scalar> DeviceBuffer<T> {
                     // library reads it (uploads, or kernel outputs), and callers are told it is
                     // uninitialized.
                     Mem::Gpu(unsafe { CuBuffer::<u8>::uninitialized(bytes) }.map_err(|code| match code {
-                        cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes },
+                        cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes, memory: "device" },
                         code => g.map_err("cuMemAlloc")(code),
                     })?)
                 }
-                None => Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes })?),
+                None => {
+                    Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes, memory: "host (emulator)" })?)
+                }
             }
         };
         Ok(DeviceBuffer { ctx: ctx.clone(), mem, len, _t: PhantomData })
@@ -162,10 +167,7 @@ impl<T: Scalar> DeviceBuffer<T> {
 
     fn check_range(&self, op: &'static str, r: &Range<usize>) -> Result<()> {
         if r.start > r.end || r.end > self.len {
-            return Err(Error::invalid(
-                op,
-                format!("range {}..{} is outside a buffer of {} elements", r.start, r.end, self.len),
-            ));
+            return Err(Error::invalid(op, range_message(r, "buffer", self.len)));
         }
         Ok(())
     }
@@ -241,6 +243,14 @@ impl<T: Scalar> DeviceBuffer<T> {
                 src.copy_to(bytes).map_err(|c| self.ctx.note(g.map_err("cuMemcpyDtoH")(c)))
             }
         }
+    }
+}
+
+fn range_message(r: &Range<usize>, what: &str, len: usize) -> String {
+    if r.start > r.end {
+        format!("range {}..{} is inverted; give start <= end", r.start, r.end)
+    } else {
+        format!("range {}..{} is outside a {what} of {len} elements; keep the range within 0..{len}", r.start, r.end)
     }
 }
 
@@ -321,10 +331,7 @@ impl<'a, T: Scalar> BufMut<'a, T> {
     /// A shorter writable view, `range` relative to this one.
     pub fn reborrow(&mut self, range: Range<usize>) -> Result<BufMut<'_, T>> {
         if range.start > range.end || range.end > self.len {
-            return Err(Error::invalid(
-                "view_mut",
-                format!("range {}..{} is outside a view of {} elements", range.start, range.end, self.len),
-            ));
+            return Err(Error::invalid("reborrow", range_message(&range, "view", self.len)));
         }
         Ok(BufMut { buf: self.buf, offset: self.offset + range.start, len: range.end - range.start })
     }
@@ -337,7 +344,13 @@ impl<'a, T: Scalar> BufMut<'a, T> {
         if data.len() != self.len {
             return Err(Error::invalid(
                 "copy_from_host",
-                format!("{} host elements for a view of {}", data.len(), self.len),
+                format!(
+                    "{} host elements for a view of {}; pass exactly {} elements, or a view of {}",
+                    data.len(),
+                    self.len,
+                    self.len,
+                    data.len()
+                ),
             ));
         }
         self.buf.copy_in(self.offset, data)

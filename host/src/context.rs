@@ -248,7 +248,11 @@ impl Context {
         if src.len() != dst.len() {
             return Err(Error::invalid(
                 "copy",
-                format!("source has {} elements, destination {}", src.len(), dst.len()),
+                format!(
+                    "source has {} elements, destination {}; copy between views of equal length",
+                    src.len(),
+                    dst.len()
+                ),
             ));
         }
         let bytes = src.len() * T::DTYPE.size();

@@ -31,9 +31,9 @@ pub enum Error {
     #[error("CUDA error in {call}: {code}")]
     Cuda { call: &'static str, code: CudaError },
 
-    /// Device memory ran out.
-    #[error("out of device memory allocating {bytes} bytes; free buffers or use smaller shapes")]
-    OutOfMemory { bytes: usize },
+    /// Device memory (or, on the emulator, host memory) ran out.
+    #[error("out of {memory} memory allocating {bytes} bytes; free buffers or use smaller shapes")]
+    OutOfMemory { bytes: usize, memory: &'static str },
 
     /// A kernel faulted on the GPU. The CUDA context is unusable afterwards: every later call
     /// on this Context returns this same error. Run the same call on the emulator backend

@@ -34,7 +34,7 @@ struct Shared {
 
 fn cuda(call: &'static str) -> impl Fn(CudaError) -> Error {
     move |code| match code {
-        CudaError::OutOfMemory => Error::OutOfMemory { bytes: 0 },
+        CudaError::OutOfMemory => Error::OutOfMemory { bytes: 0, memory: "device" },
         code => Error::Cuda { call, code },
     }
 }
