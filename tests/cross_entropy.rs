@@ -10,8 +10,11 @@ use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
 use proptest::prelude::*;
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 64;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(64), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn cross_entropy_matches_reference(
@@ -24,7 +27,7 @@ proptest! {
         strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
     ) {
         let rows = if cols > 10_000 { rows.min(2) } else { rows };
-        for ctx in common::backends("cross_entropy_matches_reference") {
+        for ctx in common::property_backends("cross_entropy_matches_reference", common::cases(CASES)) {
             let case = RowCase { op: RowOp::CrossEntropy, dtype, shape: Rows::new(rows, cols), seed, offset, values, strategy };
             let r = verify::rows(&ctx, &case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
             prop_assert!(r.passed(), "{:?} on {}: {}", case, ctx.backend(), r);

@@ -31,8 +31,11 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     proptest::sample::select(Op::ALL.to_vec())
 }
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 192;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(192), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn elementwise_matches_reference(
@@ -44,7 +47,7 @@ proptest! {
         specials in any::<bool>(),
     ) {
         let values = if specials { Values::WithSpecials } else { Values::Finite };
-        for ctx in common::backends("elementwise_matches_reference") {
+        for ctx in common::property_backends("elementwise_matches_reference", common::cases(CASES)) {
             run(&ctx, ElementwiseCase { op, dtype, len, seed, offset, values });
         }
     }

@@ -20,8 +20,11 @@ fn run(ctx: &Context, case: RowCase) {
     assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
 }
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 64;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(64), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn norms_match_reference(
@@ -33,7 +36,7 @@ proptest! {
         seed in any::<u64>(),
         strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
     ) {
-        for ctx in common::backends("norms_match_reference") {
+        for ctx in common::property_backends("norms_match_reference", common::cases(CASES)) {
             run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values: Values::Finite, strategy });
         }
     }

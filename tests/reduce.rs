@@ -12,8 +12,11 @@ use proptest::prelude::*;
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const COLS: &[usize] = &[1, 7, 31, 33, 255, 513, 1023, 4097, 9001];
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 96;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(96), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn reductions_match_reference(
@@ -26,7 +29,7 @@ proptest! {
         values in proptest::sample::select(vec![Values::Finite, Values::WithSpecials, Values::Huge]),
         strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
     ) {
-        for ctx in common::backends("reductions_match_reference") {
+        for ctx in common::property_backends("reductions_match_reference", common::cases(CASES)) {
             let case = RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values, strategy };
             let r = verify::rows(&ctx, &case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
             prop_assert!(r.passed(), "{:?} on {}: {}", case, ctx.backend(), r);

@@ -23,8 +23,11 @@ fn strategy() -> impl Strategy<Value = Option<RowStrategy>> {
     proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)])
 }
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 96;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: common::cases(96), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn softmax_matches_reference(
@@ -38,7 +41,7 @@ proptest! {
         strategy in strategy(),
     ) {
         let op = if log { RowOp::LogSoftmax } else { RowOp::Softmax };
-        for ctx in common::backends("softmax_matches_reference") {
+        for ctx in common::property_backends("softmax_matches_reference", common::cases(CASES)) {
             run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values, strategy });
         }
     }

@@ -2,33 +2,59 @@
 #![allow(dead_code)]
 
 use ferrokern::{BackendChoice, Context, Error, REQUIRE_GPU_ENV};
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 
 /// True when FERROKERN_REQUIRE_GPU=1: a missing GPU fails GPU tests instead of skipping them.
 pub fn require_gpu() -> bool {
     std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| v == "1")
 }
 
-/// The GPU context, or `None` after printing `SKIP: <reason>` (a failure under
+/// The GPU, opened once per test process, or why not.
+fn gpu() -> &'static Result<Context, String> {
+    static GPU: OnceLock<Result<Context, String>> = OnceLock::new();
+    GPU.get_or_init(|| {
+        ferrokern::context(BackendChoice::Gpu).map_err(|e| match e {
+            Error::NoDevice { .. } => "no CUDA device".to_string(),
+            other => other.to_string(),
+        })
+    })
+}
+
+/// Prints `line` once per process for `key` (property tests call the helpers per case).
+fn once(key: &str, line: impl FnOnce() -> String) {
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.get_or_insert_with(HashSet::new).insert(key.to_string()) {
+        println!("{}", line());
+    }
+}
+
+/// The GPU context, or `None` after printing `SKIP: <reason>` once (a failure under
 /// FERROKERN_REQUIRE_GPU=1).
 pub fn gpu_or_skip(test: &str) -> Option<Context> {
-    match ferrokern::context(BackendChoice::Gpu) {
-        Ok(ctx) => Some(ctx),
-        Err(e) => {
-            assert!(!require_gpu(), "{test}: {REQUIRE_GPU_ENV}=1 but the GPU is unusable: {e}");
-            let reason = match e {
-                Error::NoDevice { .. } => "no CUDA device".to_string(),
-                other => other.to_string(),
-            };
-            println!("SKIP: {reason} ({test}: the GPU part did not run)");
+    match gpu() {
+        Ok(ctx) => Some(ctx.clone()),
+        Err(reason) => {
+            assert!(!require_gpu(), "{test}: {REQUIRE_GPU_ENV}=1 but the GPU is unusable: {reason}");
+            once(test, || format!("SKIP: {reason} ({test}: the GPU part did not run)"));
             None
         }
     }
 }
 
-/// Every backend a property test should run on: the emulator always, the GPU when present.
+/// Every backend a test should run on: the emulator always, the GPU when present.
 pub fn backends(test: &str) -> Vec<Context> {
     let mut v = vec![Context::emulator()];
     v.extend(gpu_or_skip(test));
+    v
+}
+
+/// [`backends`] for a property test of `cases` cases; prints once where they run.
+pub fn property_backends(test: &str, cases: u32) -> Vec<Context> {
+    let v = backends(test);
+    let on = if v.len() == 2 { "the emulator and the GPU" } else { "the emulator" };
+    once(&format!("{test}/cases"), || format!("{test}: {cases} property cases, each on {on}"));
     v
 }
 
