@@ -119,73 +119,123 @@ pub fn row_bytes(op: RowOp, shape: Rows, elem: usize) -> u64 {
     }
 }
 
+/// Everything one row op needs to run repeatedly on `shape`: inputs with deterministic
+/// moderate values, outputs, and the backward norms' workspace. Shared by `ferrokern bench`
+/// and the criterion benches, so both time the same launches.
+pub struct RowWorkload<T: Float> {
+    pub op: RowOp,
+    pub shape: Rows,
+    x: DeviceBuffer<T>,
+    gamma: DeviceBuffer<T>,
+    beta: DeviceBuffer<T>,
+    y: DeviceBuffer<T>,
+    s1: DeviceBuffer<f32>,
+    s2: DeviceBuffer<f32>,
+    c1: DeviceBuffer<f32>,
+    c2: DeviceBuffer<f32>,
+    idx: DeviceBuffer<u32>,
+    mx: DeviceBuffer<T>,
+    targets: DeviceBuffer<i32>,
+    ones: DeviceBuffer<f32>,
+    zeros: DeviceBuffer<f32>,
+    workspace: crate::norm::BackwardWorkspace,
+}
+
+impl<T: Float> RowWorkload<T> {
+    pub fn new(ctx: &Context, op: RowOp, shape: Rows) -> Result<Self> {
+        let n = shape.rows * shape.cols;
+        // The bench measures speed; `verify` checked the values first.
+        let host: Vec<T> = (0..n).map(|i| T::from_f64(((i * 2_654_435_761) % 1000) as f64 * 0.008 - 4.0)).collect();
+        Ok(RowWorkload {
+            op,
+            shape,
+            x: ctx.upload(&host)?,
+            gamma: ctx.upload(&vec![T::from_f64(1.0); shape.cols])?,
+            beta: ctx.upload(&vec![T::from_f64(0.0); shape.cols])?,
+            y: ctx.alloc(n)?,
+            s1: ctx.alloc(shape.rows)?,
+            s2: ctx.alloc(shape.rows)?,
+            c1: ctx.alloc(shape.cols)?,
+            c2: ctx.alloc(shape.cols)?,
+            idx: ctx.alloc(shape.rows)?,
+            mx: ctx.alloc(shape.rows)?,
+            targets: ctx.upload(&(0..shape.rows).map(|r| (r % shape.cols.max(1)) as i32).collect::<Vec<_>>())?,
+            ones: ctx.upload(&vec![1.0f32; shape.rows])?,
+            zeros: ctx.upload(&vec![0.0f32; shape.rows])?,
+            workspace: crate::norm::BackwardWorkspace::new(ctx, shape, op == RowOp::LayerNormBackward, None)?,
+        })
+    }
+
+    /// Launches the op once (asynchronously on the GPU).
+    pub fn run(&mut self, ctx: &Context) -> Result<()> {
+        use crate::cross_entropy::{CrossEntropyInput, cross_entropy_with};
+        use crate::norm::{NormGrad, NormInput};
+        let shape = self.shape;
+        let x = self.x.as_view();
+        match self.op {
+            RowOp::Sum => crate::reduce::sum(ctx, x, shape, self.s1.as_view_mut()),
+            RowOp::Max => crate::reduce::max(ctx, x, shape, self.mx.as_view_mut()),
+            RowOp::Argmax => crate::reduce::argmax(ctx, x, shape, self.idx.as_view_mut()),
+            RowOp::Softmax => crate::softmax::softmax(ctx, x, shape, self.y.as_view_mut()),
+            RowOp::LogSoftmax => crate::softmax::log_softmax(ctx, x, shape, self.y.as_view_mut()),
+            RowOp::CrossEntropy => {
+                let input = CrossEntropyInput {
+                    logits: x,
+                    targets: self.targets.as_view(),
+                    shape,
+                    ignore_index: None,
+                    grad_scale: 1.0,
+                    // The host check is a download and a wait per call; the kernel guards anyway.
+                    check_targets: false,
+                };
+                cross_entropy_with(ctx, None, input, self.s1.as_view_mut(), Some(self.y.as_view_mut()))
+            }
+            RowOp::LayerNorm | RowOp::RmsNorm => {
+                let layer = self.op == RowOp::LayerNorm;
+                let beta = layer.then(|| self.beta.as_view());
+                let input = NormInput { x, gamma: self.gamma.as_view(), beta, shape, eps: 1e-5 };
+                if layer {
+                    crate::norm::layernorm(
+                        ctx,
+                        input,
+                        self.y.as_view_mut(),
+                        self.s1.as_view_mut(),
+                        self.s2.as_view_mut(),
+                    )
+                } else {
+                    crate::norm::rmsnorm(ctx, input, self.y.as_view_mut(), self.s2.as_view_mut())
+                }
+            }
+            RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
+                let layer = self.op == RowOp::LayerNormBackward;
+                let grad = NormGrad {
+                    dy: x,
+                    x,
+                    gamma: self.gamma.as_view(),
+                    mean: layer.then(|| self.zeros.as_view()),
+                    rstd: self.ones.as_view(),
+                    shape,
+                    workspace: Some(&mut self.workspace),
+                };
+                if layer {
+                    crate::norm::layernorm_backward(
+                        ctx,
+                        grad,
+                        self.y.as_view_mut(),
+                        self.c1.as_view_mut(),
+                        self.c2.as_view_mut(),
+                    )
+                } else {
+                    crate::norm::rmsnorm_backward(ctx, grad, self.y.as_view_mut(), self.c1.as_view_mut())
+                }
+            }
+        }
+    }
+}
+
 fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measurement> {
-    use crate::cross_entropy::{CrossEntropyInput, cross_entropy_with};
-    use crate::norm::{NormGrad, NormInput};
-    let n = shape.rows * shape.cols;
-    // Deterministic moderate values: the bench measures speed; `verify` checked values first.
-    let host: Vec<T> = (0..n).map(|i| T::from_f64(((i * 2_654_435_761) % 1000) as f64 * 0.008 - 4.0)).collect();
-    let x = ctx.upload(&host)?;
-    let gamma = ctx.upload(&vec![T::from_f64(1.0); shape.cols])?;
-    let beta = ctx.upload(&vec![T::from_f64(0.0); shape.cols])?;
-    let mut y = ctx.alloc::<T>(n)?;
-    let (mut s1, mut s2) = (ctx.alloc::<f32>(shape.rows)?, ctx.alloc::<f32>(shape.rows)?);
-    let (mut c1, mut c2) = (ctx.alloc::<f32>(shape.cols)?, ctx.alloc::<f32>(shape.cols)?);
-    let mut idx = ctx.alloc::<u32>(shape.rows)?;
-    let mut mx = ctx.alloc::<T>(shape.rows)?;
-    let targets = ctx.upload(&(0..shape.rows).map(|r| (r % shape.cols) as i32).collect::<Vec<_>>())?;
-    let ones = ctx.upload(&vec![1.0f32; shape.rows])?;
-    let zeros = ctx.upload(&vec![0.0f32; shape.rows])?;
-    let t = ctx.time_runs(WARMUP, REPS, true, || match op {
-        RowOp::Sum => crate::reduce::sum(ctx, x.as_view(), shape, s1.as_view_mut()),
-        RowOp::Max => crate::reduce::max(ctx, x.as_view(), shape, mx.as_view_mut()),
-        RowOp::Argmax => crate::reduce::argmax(ctx, x.as_view(), shape, idx.as_view_mut()),
-        RowOp::Softmax => crate::softmax::softmax(ctx, x.as_view(), shape, y.as_view_mut()),
-        RowOp::LogSoftmax => crate::softmax::log_softmax(ctx, x.as_view(), shape, y.as_view_mut()),
-        RowOp::CrossEntropy => {
-            let input = CrossEntropyInput {
-                logits: x.as_view(),
-                targets: targets.as_view(),
-                shape,
-                ignore_index: None,
-                grad_scale: 1.0,
-                // The host check is a download and a wait per call; the kernel guards anyway.
-                check_targets: false,
-            };
-            cross_entropy_with(ctx, None, input, s1.as_view_mut(), Some(y.as_view_mut()))
-        }
-        RowOp::LayerNorm | RowOp::RmsNorm => {
-            let layer = op == RowOp::LayerNorm;
-            let input = NormInput {
-                x: x.as_view(),
-                gamma: gamma.as_view(),
-                beta: layer.then(|| beta.as_view()),
-                shape,
-                eps: 1e-5,
-            };
-            if layer {
-                crate::norm::layernorm(ctx, input, y.as_view_mut(), s1.as_view_mut(), s2.as_view_mut())
-            } else {
-                crate::norm::rmsnorm(ctx, input, y.as_view_mut(), s2.as_view_mut())
-            }
-        }
-        RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
-            let layer = op == RowOp::LayerNormBackward;
-            let grad = NormGrad {
-                dy: x.as_view(),
-                x: x.as_view(),
-                gamma: gamma.as_view(),
-                mean: layer.then(|| zeros.as_view()),
-                rstd: ones.as_view(),
-                shape,
-            };
-            if layer {
-                crate::norm::layernorm_backward(ctx, grad, y.as_view_mut(), c1.as_view_mut(), c2.as_view_mut())
-            } else {
-                crate::norm::rmsnorm_backward(ctx, grad, y.as_view_mut(), c1.as_view_mut())
-            }
-        }
-    })?;
+    let mut w = RowWorkload::<T>::new(ctx, op, shape)?;
+    let t = ctx.time_runs(WARMUP, REPS, true, || w.run(ctx))?;
     let bytes = row_bytes(op, shape, size_of::<T>());
     let base = copy_baseline(ctx, bytes)?;
     let med = median(&t);

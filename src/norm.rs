@@ -20,8 +20,10 @@ pub struct NormInput<'a, T: Float> {
 }
 
 /// A backward norm's inputs: the forward's `x`, `gamma` and saved statistics, and `dy`.
-/// `mean` is layernorm's (`None` for rmsnorm).
-#[derive(Clone, Copy)]
+/// `mean` is layernorm's (`None` for rmsnorm). `workspace` holds the per-group partial
+/// parameter gradients: `None` allocates one per call and waits for the kernels before
+/// freeing it; a [`BackwardWorkspace`] made once for the shape avoids both (training loops,
+/// benchmarks).
 pub struct NormGrad<'a, T: Float> {
     pub dy: BufRef<'a, T>,
     pub x: BufRef<'a, T>,
@@ -29,6 +31,29 @@ pub struct NormGrad<'a, T: Float> {
     pub mean: Option<BufRef<'a, f32>>,
     pub rstd: BufRef<'a, f32>,
     pub shape: Rows,
+    pub workspace: Option<&'a mut BackwardWorkspace>,
+}
+
+/// Scratch for the backward norms' partial parameter gradients, reusable across calls of
+/// the same (or a smaller) shape.
+pub struct BackwardWorkspace {
+    buf: crate::DeviceBuffer<f32>,
+}
+
+impl BackwardWorkspace {
+    /// f32 elements the backward of `shape` needs: one partial row (two for layernorm) per
+    /// row group of the launch.
+    pub fn len_for(shape: Rows, layer: bool, strategy: Option<RowStrategy>) -> usize {
+        let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+        let rpb = strategy.rows_per_block() as usize;
+        let groups = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb) * rpb;
+        groups * shape.cols * if layer { 2 } else { 1 }
+    }
+
+    /// A workspace for `shape` (layernorm when `layer`, else rmsnorm).
+    pub fn new(ctx: &Context, shape: Rows, layer: bool, strategy: Option<RowStrategy>) -> Result<Self> {
+        Ok(BackwardWorkspace { buf: ctx.alloc(Self::len_for(shape, layer, strategy))? })
+    }
 }
 
 /// Most row groups a backward launch uses: each needs a partial row of `cols` (x2) f32.
@@ -189,7 +214,7 @@ fn backward<T: Float>(
     dgamma: BufMut<'_, f32>,
     dbeta: Option<BufMut<'_, f32>>,
 ) -> Result<()> {
-    let NormGrad { dy, x, gamma, mean, rstd, shape } = grad;
+    let NormGrad { dy, x, gamma, mean, rstd, shape, workspace } = grad;
     let layer = mean.is_some();
     for v in [&dy, &x, &gamma] {
         v.check_context(ctx, op)?;
@@ -234,10 +259,27 @@ fn backward<T: Float>(
     }
     let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
     let rpb = strategy.rows_per_block() as usize;
-    let blocks = shape.rows.min(MAX_BACKWARD_GROUPS).div_ceil(rpb);
+    let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
-    let mut partial = ctx.alloc::<f32>(groups * width)?;
+    let mut owned = None;
+    let partial: &mut crate::DeviceBuffer<f32> = match workspace {
+        Some(ws) => {
+            if ws.buf.len() < groups * width || ws.buf.context().check_healthy().is_err() {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "the workspace has {} elements but this shape needs {}; make it with BackwardWorkspace::new for this shape",
+                        ws.buf.len(),
+                        groups * width
+                    ),
+                ));
+            }
+            ws.buf.as_view().check_context(ctx, op)?;
+            &mut ws.buf
+        }
+        None => owned.insert(ctx.alloc::<f32>(groups * width)?),
+    };
     let k = T::row_kernels();
     let def = if layer { k.layernorm_backward[slot(strategy)] } else { k.rmsnorm_backward[slot(strategy)] };
     let params = NormBackwardParams {
@@ -255,13 +297,15 @@ fn backward<T: Float>(
     let mut cfg = launch_config(strategy, shape.rows);
     cfg.grid = Dim3::x(blocks as u32);
     ctx.launch(def, cfg, params)?;
-    column_sum(ctx, &partial, 0, groups, shape.cols, width, dgamma)?;
+    column_sum(ctx, partial, 0, groups, shape.cols, width, dgamma)?;
     if let Some(b) = dbeta {
-        column_sum(ctx, &partial, shape.cols, groups, shape.cols, width, b)?;
+        column_sum(ctx, partial, shape.cols, groups, shape.cols, width, b)?;
     }
-    // The partial buffer is freed on return; the GPU backend must not free it under a
-    // running kernel.
-    ctx.synchronize()
+    if owned.is_some() {
+        // The call's own partial buffer is freed on return: not under a running kernel.
+        ctx.synchronize()?;
+    }
+    Ok(())
 }
 
 /// LayerNorm backward: `dx`, and the parameter gradients `dgamma`, `dbeta` (f32).

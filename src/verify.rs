@@ -470,6 +470,7 @@ fn norm_backward<T: Float>(
         mean: layer.then(|| mb.as_view()),
         rstd: rb.as_view(),
         shape: case.shape,
+        workspace: None,
     };
     if layer {
         layernorm_backward_with(ctx, case.strategy, grad, dx.view_mut(), dgamma.view_mut(), dbeta.view_mut())?;

@@ -1,0 +1,48 @@
+//! Shared by the row-op criterion benches: each op timed on the GPU with CUDA events inside
+//! `iter_custom`, throughput in bytes moved, and a device-to-device copy of the same bytes as
+//! the group's baseline. Without a GPU: `SKIP:` and a clean exit.
+
+use criterion::{Criterion, Throughput};
+use ferrokern::bench::{RowWorkload, row_bytes};
+use ferrokern::rows::Rows;
+use ferrokern::verify::RowOp;
+use ferrokern::{BackendChoice, Context, Result};
+use std::time::Duration;
+
+fn gpu_time(ctx: &Context, iters: u64, mut f: impl FnMut() -> Result<()>) -> Duration {
+    let ms = ctx
+        .time_runs(1, 1, false, || {
+            for _ in 0..iters {
+                f()?;
+            }
+            Ok(())
+        })
+        .expect("timed run");
+    Duration::from_secs_f64(ms[0] / 1e3)
+}
+
+/// Benches `ops` (bf16, each on `shape`) with their copy baselines.
+pub fn run(family: &str, ops: &[RowOp], shape: Rows) {
+    let ctx = match ferrokern::context(BackendChoice::Gpu) {
+        Ok(c) => c,
+        Err(_) => {
+            println!("SKIP: no CUDA device; the {family} benches need a GPU");
+            return;
+        }
+    };
+    let mut c = Criterion::default().configure_from_args();
+    for &op in ops {
+        let mut w = RowWorkload::<half::bf16>::new(&ctx, op, shape).expect("workload");
+        let bytes = row_bytes(op, shape, 2);
+        let src = ctx.alloc::<u8>(bytes as usize / 2).unwrap();
+        let mut dst = ctx.alloc::<u8>(bytes as usize / 2).unwrap();
+        let mut g = c.benchmark_group(format!("{family}/{}/bf16/{}x{}", op.name(), shape.rows, shape.cols));
+        g.throughput(Throughput::Bytes(bytes));
+        g.bench_function(op.name(), |b| b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx))));
+        g.bench_function("copy (baseline)", |b| {
+            b.iter_custom(|iters| gpu_time(&ctx, iters, || ctx.copy(src.as_view(), dst.as_view_mut())))
+        });
+        g.finish();
+    }
+    c.final_summary();
+}

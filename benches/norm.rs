@@ -1,0 +1,16 @@
+//! Criterion benches of the norm family (bf16) against a device-to-device copy of the same
+//! bytes; see `common/rows.rs`.
+
+#[path = "common/rows.rs"]
+mod rows_common;
+
+use ferrokern::rows::Rows;
+use ferrokern::verify::RowOp;
+
+fn main() {
+    rows_common::run(
+        "norm",
+        &[RowOp::LayerNorm, RowOp::LayerNormBackward, RowOp::RmsNorm, RowOp::RmsNormBackward],
+        Rows::new(32_768, 4096),
+    );
+}
