@@ -120,7 +120,7 @@ pub fn row_bytes(op: RowOp, shape: Rows, elem: usize) -> u64 {
 }
 
 /// Everything one row op needs to run repeatedly on `shape`: inputs with deterministic
-/// moderate values, outputs, and the backward norms' workspace. Shared by `ferrokern bench`
+/// moderate values and outputs. Shared by `ferrokern bench`
 /// and the criterion benches, so both time the same launches.
 pub struct RowWorkload<T: Float> {
     pub op: RowOp,
@@ -138,7 +138,6 @@ pub struct RowWorkload<T: Float> {
     targets: DeviceBuffer<i32>,
     ones: DeviceBuffer<f32>,
     zeros: DeviceBuffer<f32>,
-    workspace: crate::norm::BackwardWorkspace,
 }
 
 impl<T: Float> RowWorkload<T> {
@@ -162,7 +161,6 @@ impl<T: Float> RowWorkload<T> {
             targets: ctx.upload(&(0..shape.rows).map(|r| (r % shape.cols.max(1)) as i32).collect::<Vec<_>>())?,
             ones: ctx.upload(&vec![1.0f32; shape.rows])?,
             zeros: ctx.upload(&vec![0.0f32; shape.rows])?,
-            workspace: crate::norm::BackwardWorkspace::new(ctx, shape, op == RowOp::LayerNormBackward, None)?,
         })
     }
 
@@ -215,7 +213,6 @@ impl<T: Float> RowWorkload<T> {
                     mean: layer.then(|| self.zeros.as_view()),
                     rstd: self.ones.as_view(),
                     shape,
-                    workspace: Some(&mut self.workspace),
                 };
                 if layer {
                     crate::norm::layernorm_backward(

@@ -20,10 +20,8 @@ pub struct NormInput<'a, T: Float> {
 }
 
 /// A backward norm's inputs: the forward's `x`, `gamma` and saved statistics, and `dy`.
-/// `mean` is layernorm's (`None` for rmsnorm). `workspace` holds the per-group partial
-/// parameter gradients: `None` allocates one per call and waits for the kernels before
-/// freeing it; a [`BackwardWorkspace`] made once for the shape avoids both (training loops,
-/// benchmarks).
+/// `mean` is layernorm's (`None` for rmsnorm).
+#[derive(Clone, Copy)]
 pub struct NormGrad<'a, T: Float> {
     pub dy: BufRef<'a, T>,
     pub x: BufRef<'a, T>,
@@ -31,29 +29,6 @@ pub struct NormGrad<'a, T: Float> {
     pub mean: Option<BufRef<'a, f32>>,
     pub rstd: BufRef<'a, f32>,
     pub shape: Rows,
-    pub workspace: Option<&'a mut BackwardWorkspace>,
-}
-
-/// Scratch for the backward norms' partial parameter gradients, reusable across calls of
-/// the same (or a smaller) shape.
-pub struct BackwardWorkspace {
-    buf: crate::DeviceBuffer<f32>,
-}
-
-impl BackwardWorkspace {
-    /// f32 elements the backward of `shape` needs: one partial row (two for layernorm) per
-    /// row group of the launch.
-    pub fn len_for(shape: Rows, layer: bool, strategy: Option<RowStrategy>) -> usize {
-        let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
-        let rpb = strategy.rows_per_block() as usize;
-        let groups = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb) * rpb;
-        groups * shape.cols * if layer { 2 } else { 1 }
-    }
-
-    /// A workspace for `shape` (layernorm when `layer`, else rmsnorm).
-    pub fn new(ctx: &Context, shape: Rows, layer: bool, strategy: Option<RowStrategy>) -> Result<Self> {
-        Ok(BackwardWorkspace { buf: ctx.alloc(Self::len_for(shape, layer, strategy))? })
-    }
 }
 
 /// Most row groups a backward launch uses: each needs a partial row of `cols` (x2) f32.
@@ -182,27 +157,24 @@ pub fn rmsnorm<T: Float>(
 
 fn column_sum(
     ctx: &Context,
-    partial: &crate::DeviceBuffer<f32>,
-    offset: usize,
+    partial: Global<f32>,
+    start: usize,
     groups: usize,
     cols: usize,
     stride: usize,
     mut out: BufMut<'_, f32>,
 ) -> Result<()> {
-    let view = partial.view(offset..partial.len())?;
     let blocks = cols.div_ceil(COLUMN_SUM_THREADS as usize).clamp(1, 65535) as u32;
     let params = ColumnSumParams {
         groups: groups as u32,
         cols: cols as u32,
         stride: stride as u32,
-        partial: view.global(),
+        start: start as u32,
+        partial,
         out: out.global_mut(),
     };
-    ctx.launch(
-        &COLUMN_SUM,
-        LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(COLUMN_SUM_THREADS), shared_bytes: 0 },
-        params,
-    )
+    let cfg = LaunchConfig { grid: Dim3::x(blocks), block: Dim3::x(COLUMN_SUM_THREADS), shared_bytes: 0 };
+    ctx.launch(&COLUMN_SUM, cfg, params)
 }
 
 fn backward<T: Float>(
@@ -214,7 +186,7 @@ fn backward<T: Float>(
     dgamma: BufMut<'_, f32>,
     dbeta: Option<BufMut<'_, f32>>,
 ) -> Result<()> {
-    let NormGrad { dy, x, gamma, mean, rstd, shape, workspace } = grad;
+    let NormGrad { dy, x, gamma, mean, rstd, shape } = grad;
     let layer = mean.is_some();
     for v in [&dy, &x, &gamma] {
         v.check_context(ctx, op)?;
@@ -262,50 +234,33 @@ fn backward<T: Float>(
     let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
-    let mut owned = None;
-    let partial: &mut crate::DeviceBuffer<f32> = match workspace {
-        Some(ws) => {
-            if ws.buf.len() < groups * width || ws.buf.context().check_healthy().is_err() {
-                return Err(Error::invalid(
-                    op,
-                    format!(
-                        "the workspace has {} elements but this shape needs {}; make it with BackwardWorkspace::new for this shape",
-                        ws.buf.len(),
-                        groups * width
-                    ),
-                ));
-            }
-            ws.buf.as_view().check_context(ctx, op)?;
-            &mut ws.buf
-        }
-        None => owned.insert(ctx.alloc::<f32>(groups * width)?),
-    };
     let k = T::row_kernels();
     let def = if layer { k.layernorm_backward[slot(strategy)] } else { k.rmsnorm_backward[slot(strategy)] };
-    let params = NormBackwardParams {
-        rows: shape.rows as u32,
-        cols: shape.cols as u32,
-        vectorized: vectorized::<T>(shape.cols, &[dy.addr(), x.addr(), gamma.addr(), dx.addr()]) as u32,
-        x: x.global(),
-        dy: dy.global(),
-        gamma: gamma.global(),
-        mean: mean.map_or(Global::empty(), |m| m.global()),
-        rstd: rstd.global(),
-        dx: dx.global_mut(),
-        partial: partial.as_view_mut().global_mut(),
-    };
-    let mut cfg = launch_config(strategy, shape.rows);
-    cfg.grid = Dim3::x(blocks as u32);
-    ctx.launch(def, cfg, params)?;
-    column_sum(ctx, partial, 0, groups, shape.cols, width, dgamma)?;
-    if let Some(b) = dbeta {
-        column_sum(ctx, partial, shape.cols, groups, shape.cols, width, b)?;
-    }
-    if owned.is_some() {
-        // The call's own partial buffer is freed on return: not under a running kernel.
-        ctx.synchronize()?;
-    }
-    Ok(())
+    // The per-group partial gradients live in the context's scratch: no allocation and no
+    // wait per call (the stream orders the reuse).
+    ctx.with_scratch(groups * width, |scratch| {
+        let partial = scratch.as_f32();
+        let params = NormBackwardParams {
+            rows: shape.rows as u32,
+            cols: shape.cols as u32,
+            vectorized: vectorized::<T>(shape.cols, &[dy.addr(), x.addr(), gamma.addr(), dx.addr()]) as u32,
+            x: x.global(),
+            dy: dy.global(),
+            gamma: gamma.global(),
+            mean: mean.map_or(Global::empty(), |m| m.global()),
+            rstd: rstd.global(),
+            dx: dx.global_mut(),
+            partial,
+        };
+        let mut cfg = launch_config(strategy, shape.rows);
+        cfg.grid = Dim3::x(blocks as u32);
+        ctx.launch(def, cfg, params)?;
+        column_sum(ctx, partial.as_global(), 0, groups, shape.cols, width, dgamma)?;
+        if let Some(b) = dbeta {
+            column_sum(ctx, partial.as_global(), shape.cols, groups, shape.cols, width, b)?;
+        }
+        Ok(())
+    })
 }
 
 /// LayerNorm backward: `dx`, and the parameter gradients `dgamma`, `dbeta` (f32).

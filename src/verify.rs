@@ -29,12 +29,12 @@ pub const AVAILABLE: &[&str] = &[
     "layernorm_backward",
     "rmsnorm",
     "rmsnorm_backward",
+    "gemm",
 ];
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
 pub const PLANNED: &[(&str, &str)] = &[
     ("softmax_backward", "issue 4"),
-    ("gemm", "issues 5 and 6"),
     ("attention", "issue 7"),
     ("attention_backward", "issue 7"),
     ("paged_decode", "issue 8"),
@@ -470,7 +470,6 @@ fn norm_backward<T: Float>(
         mean: layer.then(|| mb.as_view()),
         rstd: rb.as_view(),
         shape: case.shape,
-        workspace: None,
     };
     if layer {
         layernorm_backward_with(ctx, case.strategy, grad, dx.view_mut(), dgamma.view_mut(), dbeta.view_mut())?;
@@ -520,4 +519,71 @@ pub fn rows(ctx: &Context, case: &RowCase) -> Result<Report> {
             format!("dtype {} is not supported; use f32, f16 or bf16", other.name()),
         )),
     }
+}
+
+/// One GEMM case (f32): the problem, the input seed, and how far to shift every view.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmCase {
+    pub gemm: crate::gemm::Gemm,
+    pub seed: u64,
+    /// Elements to shift A, B and C from their allocations' starts (nonzero: misaligned
+    /// views, which turns the 16-byte load paths off).
+    pub offset: usize,
+}
+
+/// What C holds outside its matrices (between rows when `ldc > n`, between batches): the
+/// kernel must leave it untouched, and the comparison demands it bit for bit.
+pub const GEMM_GAP: f32 = -7777.0;
+
+/// Runs `case` with `version`. Inputs are moderate and wide-magnitude finite values. C
+/// starts as the poison NaN inside every matrix when `beta = 0` (an element left unwritten
+/// stays poison, and a kernel that reads C turns `0 * NaN` into NaN, so both fail), as
+/// random values otherwise; its gaps hold [`GEMM_GAP`]; guard regions surround it. Each
+/// element is judged against the f64 reference within [`reference::gemm_f32_error`].
+pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVersion) -> Result<Report> {
+    let g = case.gemm;
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let a: Vec<f32> = random_vec(&mut rng, g.a_len(), Values::Finite);
+    let b: Vec<f32> = random_vec(&mut rng, g.b_len(), Values::Finite);
+    let mut c0 = vec![GEMM_GAP; g.c_len()];
+    let poison = f32::from_bits(<f32 as gpu_kernels::Element>::POISON_BITS);
+    let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
+        for z in 0..g.batch {
+            for i in 0..g.m {
+                for j in 0..g.n {
+                    f(z, i, j, z * g.stride_c + i * g.ldc + j);
+                }
+            }
+        }
+    };
+    each(&mut |_, _, _, at| c0[at] = if g.beta == 0.0 { poison } else { draw::<f32>(&mut rng, Values::Finite) });
+    let (a_buf, b_buf) = (upload_at(ctx, &a, case.offset)?, upload_at(ctx, &b, case.offset)?);
+    let mut out = Guarded::<f32>::poisoned_at(ctx, c0.len(), case.offset)?;
+    out.view_mut().copy_from_host(&c0)?;
+    crate::gemm::gemm_with(
+        ctx,
+        version,
+        &g,
+        view_at(&a_buf, case.offset),
+        view_at(&b_buf, case.offset),
+        out.view_mut(),
+    )?;
+    let (got, guard) = out.finish()?;
+    let a64: Vec<f64> = a.iter().map(|&v| v as f64).collect();
+    let b64: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+    let mut want: Vec<f64> = c0.iter().map(|&v| v as f64).collect();
+    let mut bound = vec![0.0; c0.len()];
+    let (alpha, beta) = (g.alpha as f64, g.beta as f64);
+    each(&mut |z, i, j, at| {
+        let (ab, abs) = reference::gemm_dot(&g, &a64, &b64, z, i, j);
+        let c = c0[at] as f64;
+        want[at] = reference::gemm_element(alpha, ab, beta, c);
+        bound[at] = reference::gemm_f32_error(g.k, alpha, abs, beta, c);
+    });
+    Ok(check::compare(&got, &want, &bound, guard))
+}
+
+/// Runs `case` with the version [`crate::gemm::gemm`] ships.
+pub fn gemm(ctx: &Context, case: &GemmCase) -> Result<Report> {
+    gemm_with(ctx, case, crate::gemm::default_version(&case.gemm))
 }

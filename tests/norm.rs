@@ -5,7 +5,7 @@
 
 mod common;
 
-use ferrokern::norm::{BackwardWorkspace, NormGrad, NormInput, layernorm, layernorm_backward};
+use ferrokern::norm::{NormGrad, NormInput, layernorm, layernorm_backward};
 use ferrokern::rows::{RowStrategy, Rows};
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
@@ -105,8 +105,7 @@ fn parameter_gradients_are_bitwise_deterministic() {
     let (xb, dyb, gb) = (ctx.upload(&x).unwrap(), ctx.upload(&dy).unwrap(), ctx.upload(&vec![1.5f32; cols]).unwrap());
     let (mb, rb) = (ctx.upload(&vec![0.1f32; rows]).unwrap(), ctx.upload(&vec![0.3f32; rows]).unwrap());
     let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
-    // One workspace reused by every run: stale partials from the previous run must not leak in.
-    let mut ws = BackwardWorkspace::new(&ctx, Rows::new(rows, cols), true, None).unwrap();
+    // The context's scratch is reused by every run: stale partials must not leak in.
     for _ in 0..5 {
         let mut dx = ctx.alloc::<f32>(rows * cols).unwrap();
         let (mut dg, mut db) = (ctx.alloc::<f32>(cols).unwrap(), ctx.alloc::<f32>(cols).unwrap());
@@ -117,7 +116,6 @@ fn parameter_gradients_are_bitwise_deterministic() {
             mean: Some(mb.as_view()),
             rstd: rb.as_view(),
             shape: Rows::new(rows, cols),
-            workspace: Some(&mut ws),
         };
         layernorm_backward(&ctx, grad, dx.as_view_mut(), dg.as_view_mut(), db.as_view_mut()).unwrap();
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();

@@ -68,6 +68,8 @@ pub struct ColumnSumParams {
     pub cols: u32,
     /// Stride between partial rows, in elements.
     pub stride: u32,
+    /// Offset of the first partial row's column 0, in elements.
+    pub start: u32,
     pub partial: Global<f32>,
     pub out: GlobalMut<f32>,
 }
@@ -240,7 +242,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
     }
 }
 
-/// `out[c] = sum over g < groups of partial[g * stride + c]`, in order of `g`: the second
+/// `out[c] = sum over g < groups of partial[start + g * stride + c]`, in order of `g`: the second
 /// stage of the parameter gradients. One thread per column, so a warp reads 32 adjacent
 /// columns of one partial row per step (coalesced).
 #[inline(always)]
@@ -250,7 +252,7 @@ pub fn column_sum(p: ColumnSumParams) {
     while c < p.cols as usize {
         let mut s = 0.0f32;
         for g in 0..p.groups as usize {
-            s += p.partial.load(g * p.stride as usize + c);
+            s += p.partial.load(p.start as usize + g * p.stride as usize + c);
         }
         p.out.store(c, s);
         c += step;

@@ -70,7 +70,7 @@ fn as_bytes_mut<T: Scalar>(s: &mut [T]) -> &mut [u8] {
 
 /// Emulator memory: one raw allocation, aligned like a CUDA allocation (256 bytes) so that
 /// alignment-dependent paths are taken identically on both backends.
-struct HostAlloc {
+pub(crate) struct HostAlloc {
     ptr: NonNull<u8>,
     layout: Layout,
 }
@@ -101,10 +101,41 @@ impl Drop for HostAlloc {
     }
 }
 
-enum Mem {
+pub(crate) enum Mem {
     Gpu(CuBuffer<u8>),
     Host(HostAlloc),
     Empty,
+}
+
+impl Mem {
+    /// `bytes` of device memory (GPU) or emulator memory, uninitialized on the GPU.
+    pub(crate) fn alloc(ctx: &Context, bytes: usize) -> Result<Mem> {
+        if bytes == 0 {
+            return Ok(Mem::Empty);
+        }
+        Ok(match ctx.gpu() {
+            Some(g) => {
+                g.enter()?;
+                // SAFETY: u8 has no invalid bit patterns; the memory is written before the
+                // library reads it (uploads, or kernel outputs), and callers are told it is
+                // uninitialized.
+                Mem::Gpu(unsafe { CuBuffer::<u8>::uninitialized(bytes) }.map_err(|code| match code {
+                    cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes, memory: "device" },
+                    code => g.map_err("cuMemAlloc")(code),
+                })?)
+            }
+            None => Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes, memory: "host (emulator)" })?),
+        })
+    }
+
+    /// The first byte's address (device address on the GPU).
+    pub(crate) fn addr(&self) -> usize {
+        match self {
+            Mem::Gpu(b) => b.as_device_ptr().as_raw() as usize,
+            Mem::Host(h) => h.ptr.as_ptr() as usize,
+            Mem::Empty => 0,
+        }
+    }
 }
 
 /// `len` elements of `T` in device memory (GPU) or emulator memory.
@@ -123,25 +154,7 @@ impl<T: Scalar> DeviceBuffer<T> {
                 format!("{len} elements of {} overflow the address space; allocate fewer elements", T::DTYPE.name()),
             )
         })?;
-        let mem = if bytes == 0 {
-            Mem::Empty
-        } else {
-            match ctx.gpu() {
-                Some(g) => {
-                    g.enter()?;
-                    // SAFETY: u8 has no invalid bit patterns; the memory is written before the
-                    // library reads it (uploads, or kernel outputs), and callers are told it is
-                    // uninitialized.
-                    Mem::Gpu(unsafe { CuBuffer::<u8>::uninitialized(bytes) }.map_err(|code| match code {
-                        cust::error::CudaError::OutOfMemory => Error::OutOfMemory { bytes, memory: "device" },
-                        code => g.map_err("cuMemAlloc")(code),
-                    })?)
-                }
-                None => {
-                    Mem::Host(HostAlloc::new(bytes).ok_or(Error::OutOfMemory { bytes, memory: "host (emulator)" })?)
-                }
-            }
-        };
+        let mem = Mem::alloc(ctx, bytes)?;
         Ok(DeviceBuffer { ctx: ctx.clone(), mem, len, _t: PhantomData })
     }
 
@@ -158,11 +171,7 @@ impl<T: Scalar> DeviceBuffer<T> {
     }
 
     fn base_addr(&self) -> usize {
-        match &self.mem {
-            Mem::Gpu(b) => b.as_device_ptr().as_raw() as usize,
-            Mem::Host(h) => h.ptr.as_ptr() as usize,
-            Mem::Empty => 0,
-        }
+        self.mem.addr()
     }
 
     fn check_range(&self, op: &'static str, r: &Range<usize>) -> Result<()> {

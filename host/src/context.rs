@@ -1,9 +1,10 @@
 //! The Context: one handle over the GPU or the emulator, chosen at creation.
 
-use crate::buffer::{BufMut, BufRef, DeviceBuffer, Scalar};
+use crate::buffer::{BufMut, BufRef, DeviceBuffer, Mem, Scalar};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use gpu_kernels::KernelDef;
+use gpu_kernels::device::GlobalMut;
 use gpu_kernels::emu::{self, LaunchConfig};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,6 +98,11 @@ pub struct Context {
 pub(crate) struct Inner {
     /// Identifies the device context: equal for a context and its forks.
     pub id: u64,
+    /// Scratch for kernels' temporary results (partial sums): one allocation per handle,
+    /// grown on demand. Reusing it without waiting is safe because everything launched
+    /// through a handle runs in order on its one stream; forks have their own. Declared
+    /// before `gpu` so it is freed while the CUDA context still exists.
+    pub scratch: Mutex<(Mem, usize)>,
     pub gpu: Option<Gpu>,
     /// Set by the first device fault; returned by every later call on every fork.
     pub fault: Arc<Mutex<Option<Error>>>,
@@ -124,14 +130,24 @@ impl Context {
             },
         };
         Ok(Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu, fault: Arc::default() }),
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                gpu,
+                fault: Arc::default(),
+                scratch: Mutex::new((Mem::Empty, 0)),
+            }),
         })
     }
 
     /// The CPU emulator, which is always available.
     pub fn emulator() -> Self {
         Context {
-            inner: Arc::new(Inner { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), gpu: None, fault: Arc::default() }),
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                gpu: None,
+                fault: Arc::default(),
+                scratch: Mutex::new((Mem::Empty, 0)),
+            }),
         }
     }
 
@@ -143,7 +159,14 @@ impl Context {
             Some(g) => Some(g.fork()?),
             None => return Ok(self.clone()),
         };
-        Ok(Context { inner: Arc::new(Inner { id: self.inner.id, gpu, fault: self.inner.fault.clone() }) })
+        Ok(Context {
+            inner: Arc::new(Inner {
+                id: self.inner.id,
+                gpu,
+                fault: self.inner.fault.clone(),
+                scratch: Mutex::new((Mem::Empty, 0)),
+            }),
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -288,5 +311,27 @@ impl Context {
             None => Ok(()),
         };
         g.time_runs(warmup, reps, between, f).map_err(|e| self.note(e))
+    }
+
+    /// Runs `f` with a scratch view of at least `words` 32-bit words that kernels launched by
+    /// `f` on this handle may use for temporary results. Its contents are undefined on entry.
+    /// Launchers use it for partial sums, so a call allocates nothing and waits for nothing.
+    pub fn with_scratch<R>(&self, words: usize, f: impl FnOnce(GlobalMut<u32>) -> Result<R>) -> Result<R> {
+        self.check_healthy()?;
+        let bytes = words
+            .checked_mul(4)
+            .ok_or_else(|| Error::invalid("scratch", format!("{words} words overflow the address space")))?;
+        let mut scratch = self.inner.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        if scratch.1 < bytes {
+            // Freeing the old allocation waits for the kernels still using it (cuMemFree
+            // synchronizes), so growing is safe.
+            *scratch = (Mem::alloc(self, bytes.next_power_of_two().max(4096))?, bytes.next_power_of_two().max(4096));
+        }
+        // SAFETY: the allocation holds at least `words` u32 and lives in this handle until it is
+        // replaced by a larger one (after its users finished) or the handle is dropped; the lock
+        // keeps other threads from launching with it meanwhile, and this handle's stream orders
+        // the launches that use it.
+        let view = unsafe { GlobalMut::from_raw_parts(scratch.0.addr() as *mut u32, words) };
+        f(view)
     }
 }

@@ -176,6 +176,13 @@ impl GlobalMut<f32> {
 }
 
 impl GlobalMut<u32> {
+    /// The same words viewed as f32 (every bit pattern is a valid f32): scratch memory is
+    /// handed out as u32 words.
+    #[inline(always)]
+    pub const fn as_f32(self) -> GlobalMut<f32> {
+        GlobalMut { ptr: self.ptr as *mut f32, len: self.len }
+    }
+
     /// `atomicAdd` on element `i`; returns the old value.
     #[inline(always)]
     #[track_caller]
