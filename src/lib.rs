@@ -17,6 +17,7 @@ pub mod check;
 pub mod cross_entropy;
 pub mod elementwise;
 pub mod float;
+pub mod gemm;
 pub mod info;
 pub mod norm;
 pub mod reduce;

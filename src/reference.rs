@@ -318,3 +318,34 @@ pub fn cross_entropy_f32_error(
         .collect();
     (lb, gb)
 }
+
+/// Element `(i, j)` of `op(A) op(B)` for batch `z` of the GEMM `g`, and the same element of
+/// `|op(A)| |op(B)|` (the scale of the error bound), both in f64 from the stored f32 values.
+pub fn gemm_dot(g: &crate::gemm::Gemm, a: &[f64], b: &[f64], z: usize, i: usize, j: usize) -> (f64, f64) {
+    let (mut s, mut abs) = (0.0, 0.0);
+    for p in 0..g.k {
+        let ai = if g.trans_a.is_t() { p * g.lda + i } else { i * g.lda + p };
+        let bi = if g.trans_b.is_t() { j * g.ldb + p } else { p * g.ldb + j };
+        let (x, y) = (a[z * g.stride_a + ai], b[z * g.stride_b + bi]);
+        s += x * y;
+        abs += (x * y).abs();
+    }
+    (s, abs)
+}
+
+/// The reference result `alpha * ab + beta * c`; with `beta = 0`, C is not read (NaN in it
+/// is ignored), as BLAS specifies.
+pub fn gemm_element(alpha: f64, ab: f64, beta: f64, c: f64) -> f64 {
+    if beta == 0.0 { alpha * ab } else { alpha * ab + beta * c }
+}
+
+/// A bound on the error of the f32 GEMM kernels for one element, worst case (Higham 3.5):
+/// the k-term FMA chain gives `acc = ab + e`, `|e| <= gamma_k (|A||B|)_ij`; then
+/// `fl(alpha * acc)` and the final `fma(beta, c, .)` (or `+`) add a rounding each to the
+/// alpha term and two to the beta term:
+/// `gamma_{k+2} |alpha| (|A||B|)_ij + gamma_2 |beta c|`. The harness adds the output's own
+/// `u |ref|` on top. Order-independent, so it covers every version's summation order.
+pub fn gemm_f32_error(k: usize, alpha: f64, abs_ab: f64, beta: f64, c: f64) -> f64 {
+    let beta_term = if beta == 0.0 { 0.0 } else { gamma_f32(2) * (beta * c).abs() };
+    gamma_f32(k + 2) * alpha.abs() * abs_ab + beta_term
+}

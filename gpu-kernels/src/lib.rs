@@ -13,6 +13,7 @@
 
 pub mod device;
 pub mod elementwise;
+pub mod gemm;
 pub mod norm;
 pub mod reduce;
 pub mod rows;
@@ -92,6 +93,7 @@ pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("reduce", reduce::KERNEL_NAMES),
     ("norm", norm::KERNEL_NAMES),
     ("softmax", softmax::KERNEL_NAMES),
+    ("gemm", gemm::KERNEL_NAMES),
     ("selftest", selftest::KERNEL_NAMES),
 ];
 

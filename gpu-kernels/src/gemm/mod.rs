@@ -1,0 +1,389 @@
+//! SGEMM, `C = alpha * op(A) * op(B) + beta * C` over f32, as an optimisation ladder: one file
+//! per step, each adding one idea to the previous one (its `//!` line says which).
+//!
+//! | version | adds |
+//! |---|---|
+//! | [`v01_naive`] | one thread per element of C |
+//! | [`v02_coalesced`] | consecutive threads take consecutive columns, so warps read B and write C in full lines |
+//! | [`v03_smem`] | 32 x 32 tiles of A and B staged in shared memory |
+//! | [`v04_blocktile_1d`] | 8 outputs per thread down a column (1D register blocking) |
+//! | [`v05_blocktile_2d`] | an 8 x 8 register tile per thread (2D register blocking) |
+//! | [`v06_vectorized`] | 16-byte global loads, A stored k-major so shared reads are 16 bytes too |
+//! | [`v07_warptile`] | warp tiles: each warp owns a 64 x 32 sub-tile, lanes arranged inside it |
+//! | [`v08_double_buffer`] | two shared stages; the next tile's global loads overlap the current tile's math |
+//!
+//! # Semantics (every version)
+//! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
+//! batches are strided (`stride_*` elements between consecutive matrices, 0 broadcasts).
+//! Any `M, N, K >= 0`, no multiple required: `K = 0` gives `beta * C`; `beta = 0` writes
+//! `alpha * op(A) op(B)` without reading C (NaN already in C is ignored). `M = 0` or `N = 0`
+//! is handled by the launcher (nothing to launch).
+//!
+//! # Thread mapping
+//! Block `(x, y, z)` owns the `BM x BN` tile of C at rows `y * BM`, columns `x * BN`, of
+//! batch `batch_base + z`. Blocks are 1-D (`Tiling::threads` threads); each version documents
+//! how its threads split the tile.
+//!
+//! # Tiling
+//! One [`Tiling`] per version, a `const` checked at compile time ([`Tiling::check`]); the
+//! launcher reads the same const for the block size, the grid and the shared bytes.
+//!
+//! # Safety
+//! The launcher guarantees: every view holds every element the shape reaches (batch, rows,
+//! leading dimension); `vec_a` / `vec_b` are nonzero only when the operand's view is 16-byte
+//! aligned and its leading dimension and batch stride are multiples of 4 elements; the grid
+//! covers `ceil(N / BN) x ceil(M / BM) x batches` and the dynamic shared segment is
+//! [`Tiling::shared_bytes`]. Every global access below is guarded against `M`, `N`, `K`
+//! (tiles past the edge load 0 and store nothing); the emulator proves it in the tests.
+
+use crate::device::math;
+use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z};
+use crate::device::{Global, GlobalMut, Shared};
+
+pub mod bug_no_edge_guard;
+pub mod v01_naive;
+pub mod v02_coalesced;
+pub mod v03_smem;
+pub mod v04_blocktile_1d;
+pub mod v05_blocktile_2d;
+pub mod v06_vectorized;
+pub mod v07_warptile;
+pub mod v08_double_buffer;
+
+/// Runs `$body` for `$i` in `0..$n` (`$n` a constant up to 8), unrolled by hand: with literal
+/// indices the register tiles (`acc`, the A and B fragments) stay in registers. Plain loops
+/// over them were left rolled by LLVM inside the k loop and put `acc` in a 256-byte local
+/// stack frame (ptxas, 2026-11-30), which the CI gate rejects.
+macro_rules! unroll8 {
+    ($i:ident < $n:expr => $body:block) => {{
+        const { assert!($n <= 8, "unroll8 unrolls at most 8 iterations") };
+        { let $i: usize = 0; if $i < $n $body }
+        { let $i: usize = 1; if $i < $n $body }
+        { let $i: usize = 2; if $i < $n $body }
+        { let $i: usize = 3; if $i < $n $body }
+        { let $i: usize = 4; if $i < $n $body }
+        { let $i: usize = 5; if $i < $n $body }
+        { let $i: usize = 6; if $i < $n $body }
+        { let $i: usize = 7; if $i < $n $body }
+    }};
+}
+pub(crate) use unroll8;
+
+/// `acc[r][c] += a[r] * b[c]` for the whole register tile (one FMA each).
+#[inline(always)]
+pub fn outer_product<const TM: usize, const TN: usize>(a: &[f32; TM], b: &[f32; TN], acc: &mut [[f32; TN]; TM]) {
+    unroll8!(r < TM => {
+        unroll8!(c < TN => {
+            acc[r][c] = math::fma(a[r], b[c], acc[r][c]);
+        });
+    });
+}
+
+/// The parameters of every GEMM kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GemmParams {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub lda: u32,
+    pub ldb: u32,
+    pub ldc: u32,
+    /// Nonzero: op(A) = A^T, A stored K x M.
+    pub trans_a: u32,
+    /// Nonzero: op(B) = B^T, B stored N x K.
+    pub trans_b: u32,
+    /// The batch index of `blockIdx.z = 0` (the launcher splits more than 65535 batches).
+    pub batch_base: u32,
+    /// Nonzero: A may be read in 16-byte chunks (see the module's Safety section).
+    pub vec_a: u32,
+    /// Nonzero: B may be read in 16-byte chunks.
+    pub vec_b: u32,
+    pub _pad: u32,
+    /// Elements between consecutive matrices of a batch.
+    pub stride_a: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+    pub alpha: f32,
+    pub beta: f32,
+    pub a: Global<f32>,
+    pub b: Global<f32>,
+    pub c: GlobalMut<f32>,
+}
+
+/// A version's tile shape. Threads and shared bytes are derived, never restated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiling {
+    /// Rows and columns of the block's C tile.
+    pub bm: u32,
+    pub bn: u32,
+    /// Depth of one k-step's A and B tiles (0: no shared tiles).
+    pub bk: u32,
+    /// C elements per thread along M and N.
+    pub tm: u32,
+    pub tn: u32,
+    /// The warp's C tile (0 x 0: no warp tiling) and how many `tm x tn` sub-tiles it takes
+    /// along N per lane.
+    pub wm: u32,
+    pub wn: u32,
+    pub wniter: u32,
+    /// Shared stages (0: no shared memory, 1: one A and one B tile, 2: double-buffered).
+    pub stages: u32,
+}
+
+impl Tiling {
+    /// Threads per block: one per `tm x tn` outputs.
+    pub const fn threads(self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+    /// Elements of one A tile (`bm x bk`) and of one B tile (`bk x bn`).
+    pub const fn a_tile(self) -> u32 {
+        self.bm * self.bk
+    }
+    pub const fn b_tile(self) -> u32 {
+        self.bk * self.bn
+    }
+    /// Byte offset of stage `s`'s A tile and B tile in the dynamic shared segment.
+    pub const fn a_offset(self, s: u32) -> u32 {
+        s * Shared::<f32>::bytes(self.a_tile() + self.b_tile())
+    }
+    pub const fn b_offset(self, s: u32) -> u32 {
+        self.a_offset(s) + Shared::<f32>::bytes(self.a_tile())
+    }
+    /// The dynamic shared memory a launch needs.
+    pub const fn shared_bytes(self) -> u32 {
+        self.a_offset(self.stages)
+    }
+    /// Lanes along N inside a warp sub-tile (warp-tiled versions).
+    pub const fn warp_lanes_n(self) -> u32 {
+        self.wn / self.wniter / (self.tn / self.wniter)
+    }
+    /// Asserts everything the kernels assume; call it in a `const` so a bad config does not compile.
+    pub const fn check(self) -> Self {
+        assert!(self.bm > 0 && self.bn > 0 && self.tm > 0 && self.tn > 0, "empty tile");
+        assert!(
+            self.bm.is_multiple_of(self.tm) && self.bn.is_multiple_of(self.tn),
+            "thread tile must divide the block tile"
+        );
+        let t = self.threads();
+        assert!(t >= 32 && t <= 1024 && t.is_multiple_of(32), "threads per block: a multiple of 32 up to 1024");
+        if self.stages > 0 {
+            assert!(self.bk > 0, "shared tiles need bk > 0");
+            assert!(self.shared_bytes() <= 48 * 1024, "keep shared tiles under the 48 KB that needs no opt-in");
+            // 16-byte shared views need 16-byte aligned tile offsets.
+            assert!(
+                self.a_offset(1).is_multiple_of(16) && self.b_offset(0).is_multiple_of(16),
+                "tiles must be 16-byte aligned"
+            );
+        }
+        if self.wm > 0 {
+            assert!(
+                self.bm.is_multiple_of(self.wm) && self.bn.is_multiple_of(self.wn),
+                "warp tiles must divide the block tile"
+            );
+            assert!((self.bm / self.wm) * (self.bn / self.wn) * 32 == t, "one warp per warp tile");
+            assert!(
+                self.tn.is_multiple_of(self.wniter) && self.wn.is_multiple_of(self.wniter),
+                "wniter must divide tn and wn"
+            );
+            let sub_n = self.wn / self.wniter;
+            let lane_tn = self.tn / self.wniter;
+            assert!(sub_n.is_multiple_of(lane_tn), "lane tile must divide the warp sub-tile");
+            assert!((self.wm / self.tm) * (sub_n / lane_tn) == 32, "32 lanes cover a warp sub-tile");
+        }
+        self
+    }
+}
+
+/// Four floats that move as one 16-byte access (`ld.v4` / `LDS.128`).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct F32x4(pub [f32; 4]);
+
+/// The first elements of this block's batch in A, B and C.
+#[inline(always)]
+pub fn batch_bases(p: &GemmParams) -> (usize, usize, usize) {
+    let z = (p.batch_base + block_idx_z()) as usize;
+    (z * p.stride_a as usize, z * p.stride_b as usize, z * p.stride_c as usize)
+}
+
+/// The block's first row and column of C.
+#[inline(always)]
+pub fn block_origin(bm: u32, bn: u32) -> (u32, u32) {
+    (block_idx_y() * bm, block_idx_x() * bn)
+}
+
+/// Element `(i, kk)` of op(A), 0 outside the `M x K` matrix.
+#[inline(always)]
+#[track_caller]
+pub fn load_a(p: &GemmParams, base: usize, i: u32, kk: u32) -> f32 {
+    if i < p.m && kk < p.k {
+        let (r, c) = if p.trans_a == 0 { (i, kk) } else { (kk, i) };
+        p.a.load(base + r as usize * p.lda as usize + c as usize)
+    } else {
+        0.0
+    }
+}
+
+/// Element `(kk, j)` of op(B), 0 outside the `K x N` matrix.
+#[inline(always)]
+#[track_caller]
+pub fn load_b(p: &GemmParams, base: usize, kk: u32, j: u32) -> f32 {
+    if kk < p.k && j < p.n {
+        let (r, c) = if p.trans_b == 0 { (kk, j) } else { (j, kk) };
+        p.b.load(base + r as usize * p.ldb as usize + c as usize)
+    } else {
+        0.0
+    }
+}
+
+/// Writes `alpha * acc + beta * C[i, j]` when `(i, j)` is inside C; with `beta = 0`, C is not read.
+#[inline(always)]
+#[track_caller]
+pub fn store_c(p: &GemmParams, base: usize, i: u32, j: u32, acc: f32) {
+    if i < p.m && j < p.n {
+        let at = base + i as usize * p.ldc as usize + j as usize;
+        let ab = p.alpha * acc;
+        let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
+        p.c.store(at, v);
+    }
+}
+
+/// Loads chunk `ch` (4 elements along the contiguous dimension) of a `rows x cols` tile of an
+/// operand stored row-major with leading dimension `ld`, at storage `(row0, col0)`, from a
+/// matrix of `mat_rows x mat_cols`. Returns the chunk's storage coordinates and values
+/// (0 outside the matrix). One 16-byte load when `vec` and the chunk is whole; scalar,
+/// guarded loads otherwise (edges, unaligned views).
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn load_chunk4(
+    x: &Global<f32>,
+    base: usize,
+    ld: u32,
+    mat_rows: u32,
+    mat_cols: u32,
+    tile_cols: u32,
+    row0: u32,
+    col0: u32,
+    ch: u32,
+    vec: bool,
+) -> (u32, u32, [f32; 4]) {
+    let r = ch / (tile_cols / 4);
+    let c = (ch % (tile_cols / 4)) * 4;
+    let (gr, gc) = (row0 + r, col0 + c);
+    let mut v = [0.0f32; 4];
+    if gr < mat_rows {
+        let at = base + gr as usize * ld as usize + gc as usize;
+        if vec && gc + 4 <= mat_cols {
+            v = x.load_chunk::<4>(at / 4);
+        } else {
+            for (q, slot) in v.iter_mut().enumerate() {
+                if gc + (q as u32) < mat_cols {
+                    *slot = x.load(at + q);
+                }
+            }
+        }
+    }
+    (r, c, v)
+}
+
+/// Stores a chunk of A's tile, loaded by [`load_chunk4`] at tile coordinates `(r, c)` of its
+/// storage, into the k-major shared A tile (`As[kk * bm + i]`).
+#[inline(always)]
+#[track_caller]
+pub fn store_a_chunk(trans_a: bool, a_s: Shared<f32>, a_s4: Shared<F32x4>, bm: u32, r: u32, c: u32, v: [f32; 4]) {
+    if trans_a {
+        // Stored K x M: the chunk runs along M, which is contiguous in As too.
+        a_s4.store((r * bm + c) / 4, F32x4(v));
+    } else {
+        // Stored M x K: the chunk runs along K, a column of As.
+        for (q, &e) in v.iter().enumerate() {
+            a_s.store((c + q as u32) * bm + r, e);
+        }
+    }
+}
+
+/// Stores a chunk of B's tile into the row-major shared B tile (`Bs[kk * bn + j]`).
+#[inline(always)]
+#[track_caller]
+pub fn store_b_chunk(trans_b: bool, b_s: Shared<f32>, b_s4: Shared<F32x4>, bn: u32, r: u32, c: u32, v: [f32; 4]) {
+    if trans_b {
+        // Stored N x K: the chunk runs along K, a column of Bs.
+        for (q, &e) in v.iter().enumerate() {
+            b_s.store((c + q as u32) * bn + r, e);
+        }
+    } else {
+        b_s4.store((r * bn + c) / 4, F32x4(v));
+    }
+}
+
+/// The A tile's storage shape for `trans_a`: (tile rows, tile cols, matrix rows, matrix cols,
+/// tile origin row, tile origin col) for the tile at op(A) rows `i0..`, depth `k0..`.
+#[inline(always)]
+pub fn a_storage(p: &GemmParams, bm: u32, bk: u32, i0: u32, k0: u32) -> (u32, u32, u32, u32, u32, u32) {
+    if p.trans_a == 0 { (bm, bk, p.m, p.k, i0, k0) } else { (bk, bm, p.k, p.m, k0, i0) }
+}
+
+/// The B tile's storage shape, as [`a_storage`], for op(B) depth `k0..`, columns `j0..`.
+#[inline(always)]
+pub fn b_storage(p: &GemmParams, bk: u32, bn: u32, k0: u32, j0: u32) -> (u32, u32, u32, u32, u32, u32) {
+    if p.trans_b == 0 { (bk, bn, p.k, p.n, k0, j0) } else { (bn, bk, p.n, p.k, j0, k0) }
+}
+
+type P = GemmParams;
+
+crate::kernels! {
+    /// v01: one thread per C element, consecutive threads down a column.
+    GEMM_V01_NAIVE = gemm_v01_naive(P) => v01_naive::run;
+    /// v02: one thread per C element, consecutive threads along a row.
+    GEMM_V02_COALESCED = gemm_v02_coalesced(P) => v02_coalesced::run;
+    /// v03: shared-memory tiles.
+    GEMM_V03_SMEM = gemm_v03_smem(P) => v03_smem::run;
+    /// v04: 1D register blocking.
+    GEMM_V04_BLOCKTILE_1D = gemm_v04_blocktile_1d(P) => v04_blocktile_1d::run;
+    /// v05: 2D register blocking.
+    GEMM_V05_BLOCKTILE_2D = gemm_v05_blocktile_2d(P) => v05_blocktile_2d::run;
+    /// v06: 16-byte global and shared accesses.
+    GEMM_V06_VECTORIZED = gemm_v06_vectorized(P) => v06_vectorized::run;
+    /// v07: warp tiling.
+    GEMM_V07_WARPTILE = gemm_v07_warptile(P) => v07_warptile::run;
+    /// v08: double-buffered shared tiles.
+    GEMM_V08_DOUBLE_BUFFER = gemm_v08_double_buffer(P) => v08_double_buffer::run;
+    /// A deliberately broken v03 without edge guards: the harness must reject it.
+    GEMM_BUG_NO_EDGE_GUARD = gemm_bug_no_edge_guard(P) => bug_no_edge_guard::run;
+}
+
+/// One rung of the ladder, as tests, `verify` and the bench see it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct GemmVersion {
+    /// `v03_smem`: the file name, also the name `verify --version` and the bench use.
+    pub name: &'static str,
+    pub kernel: &'static crate::KernelDef<GemmParams>,
+    pub tiling: Tiling,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl core::fmt::Debug for GemmVersion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Every version, in ladder order. Tests and benches iterate this table.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const VERSIONS: &[GemmVersion] = &[
+    GemmVersion { name: "v01_naive", kernel: &GEMM_V01_NAIVE, tiling: v01_naive::TILING },
+    GemmVersion { name: "v02_coalesced", kernel: &GEMM_V02_COALESCED, tiling: v02_coalesced::TILING },
+    GemmVersion { name: "v03_smem", kernel: &GEMM_V03_SMEM, tiling: v03_smem::TILING },
+    GemmVersion { name: "v04_blocktile_1d", kernel: &GEMM_V04_BLOCKTILE_1D, tiling: v04_blocktile_1d::TILING },
+    GemmVersion { name: "v05_blocktile_2d", kernel: &GEMM_V05_BLOCKTILE_2D, tiling: v05_blocktile_2d::TILING },
+    GemmVersion { name: "v06_vectorized", kernel: &GEMM_V06_VECTORIZED, tiling: v06_vectorized::TILING },
+    GemmVersion { name: "v07_warptile", kernel: &GEMM_V07_WARPTILE, tiling: v07_warptile::TILING },
+    GemmVersion { name: "v08_double_buffer", kernel: &GEMM_V08_DOUBLE_BUFFER, tiling: v08_double_buffer::TILING },
+];
+
+/// The deliberately broken variant (not a rung; tests assert the harness rejects it).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_NO_EDGE_GUARD: GemmVersion =
+    GemmVersion { name: "bug_no_edge_guard", kernel: &GEMM_BUG_NO_EDGE_GUARD, tiling: bug_no_edge_guard::TILING };

@@ -1,0 +1,224 @@
+//! Property tests of every version of the SGEMM ladder (`gemm::VERSIONS`) against the f64
+//! reference, within the worst-case bound `gamma_{k+2} |alpha| (|A||B|)_ij + gamma_2 |beta c|`
+//! (`reference::gemm_f32_error`; the harness adds `u |ref|`), on the emulator always and
+//! the GPU when present: random shapes up to 70 with every transpose pair, padded leading
+//! dimensions, misaligned views, alpha/beta, strided batches; the named odd shapes; `K = 0`,
+//! empty problems, `beta = 0` over NaN, B = I, batch splitting; launcher refusals; and a
+//! deliberately broken variant that the harness must reject.
+
+mod common;
+
+use ferrokern::gemm::{self, BUG_NO_EDGE_GUARD, Gemm, GemmVersion, Trans, VERSIONS};
+use ferrokern::verify::{self, GemmCase};
+use ferrokern::{Context, Error};
+use proptest::prelude::*;
+
+fn run(ctx: &Context, v: &GemmVersion, case: GemmCase) {
+    let r =
+        verify::gemm_with(ctx, &case, v).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => 0usize..3, 6 => 1usize..70]
+}
+
+fn scalar() -> impl Strategy<Value = f32> {
+    prop_oneof![2 => Just(1.0f32), 1 => Just(0.0f32), 1 => Just(-1.0f32), 2 => -3.0f32..3.0]
+}
+
+/// A problem with optional padding of every leading dimension and batch stride.
+#[allow(clippy::too_many_arguments)]
+fn problem(m: usize, n: usize, k: usize, ta: bool, tb: bool, batch: usize, pad: usize, alpha: f32, beta: f32) -> Gemm {
+    let t = |b: bool| if b { Trans::T } else { Trans::N };
+    let mut g = Gemm::new(m, n, k).transposed(t(ta), t(tb)).scaled(alpha, beta);
+    g.lda += pad;
+    g.ldb += 2 * pad;
+    g.ldc += pad;
+    let g = g.batched(batch);
+    Gemm { stride_a: g.stride_a + pad, stride_c: g.stride_c + 3 * pad, ..g }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_version_matches_reference(
+        m in dim(), n in dim(), k in dim(),
+        ta in any::<bool>(), tb in any::<bool>(),
+        batch in prop_oneof![3 => Just(1usize), 1 => 2usize..4],
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..5],
+        alpha in scalar(), beta in scalar(),
+        offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
+        seed in any::<u64>(),
+    ) {
+        let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
+        for ctx in common::backends("gemm_every_version_matches_reference") {
+            for v in VERSIONS {
+                run(&ctx, v, case);
+            }
+        }
+    }
+}
+
+/// The named shapes, every transpose pair, every version; `m x n x k`.
+#[test]
+fn named_odd_shapes_every_version() {
+    let shapes = [(1, 255, 101), (127, 129, 133), (33, 1, 7), (5, 7, 1)];
+    for ctx in common::backends("gemm_named_odd_shapes") {
+        for (m, n, k) in shapes {
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    for v in VERSIONS {
+                        let g = problem(m, n, k, ta, tb, 1, 0, 1.5, -0.5);
+                        run(&ctx, v, GemmCase { gemm: g, seed: (m * 7 + n * 3 + k) as u64, offset: 0 });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The same odd shapes with every leading dimension and stride padded to a multiple of 4
+/// and aligned views, so v06 and later take their 16-byte loads inside the matrix and the
+/// scalar fallback at its edges.
+#[test]
+fn vector_paths_with_odd_edges() {
+    for ctx in common::backends("gemm_vector_paths") {
+        for (m, n, k) in [(127, 129, 133), (1, 255, 101), (66, 70, 45), (4, 4, 4)] {
+            for ta in [Trans::N, Trans::T] {
+                for tb in [Trans::N, Trans::T] {
+                    let mut g = Gemm::new(m, n, k).transposed(ta, tb).scaled(-0.75, 1.25);
+                    g.lda = g.lda.next_multiple_of(4);
+                    g.ldb = g.ldb.next_multiple_of(4) + 4;
+                    g.ldc += 1;
+                    let g = g.batched(2);
+                    let g = Gemm {
+                        stride_a: g.stride_a.next_multiple_of(4),
+                        stride_b: g.stride_b.next_multiple_of(4),
+                        ..g
+                    };
+                    for v in VERSIONS {
+                        run(&ctx, v, GemmCase { gemm: g, seed: (m + n + k) as u64, offset: 0 });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn k_zero_gives_beta_c_and_empty_problems_do_nothing() {
+    for ctx in common::backends("gemm_k_zero") {
+        for v in VERSIONS {
+            // K = 0 with beta = 2: C = 2 C (and beta = 0: C = 0, C unread).
+            for beta in [2.0, 0.0] {
+                let g = problem(37, 45, 0, false, true, 2, 1, 1.0, beta);
+                run(&ctx, v, GemmCase { gemm: g, seed: 3, offset: 0 });
+            }
+            // M = 0 or N = 0 (with any K): nothing to write, success.
+            for (m, n, k) in [(0, 40, 9), (40, 0, 9), (0, 0, 0)] {
+                run(&ctx, v, GemmCase { gemm: problem(m, n, k, false, false, 1, 0, 1.0, 1.0), seed: 4, offset: 0 });
+            }
+        }
+        // An empty problem launches nothing, even with empty views.
+        let (a, b) = (ctx.alloc::<f32>(0).unwrap(), ctx.alloc::<f32>(0).unwrap());
+        let mut c = ctx.alloc::<f32>(0).unwrap();
+        gemm::gemm(&ctx, &Gemm::new(0, 70, 0), a.as_view(), b.as_view(), c.as_view_mut()).unwrap();
+    }
+}
+
+/// beta = 0 must ignore NaN (quiet, not the harness's poison) already in C; and B = I
+/// returns A exactly (one nonzero product per element).
+#[test]
+fn beta_zero_ignores_nan_and_identity_returns_a() {
+    let (m, n) = (45, 38);
+    let a: Vec<f32> = (0..m * n).map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0).collect();
+    let eye: Vec<f32> = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }).collect();
+    for ctx in common::backends("gemm_beta_zero_identity") {
+        let (ab, bb) = (ctx.upload(&a).unwrap(), ctx.upload(&eye).unwrap());
+        for v in VERSIONS {
+            let mut c = ctx.upload(&vec![f32::NAN; m * n]).unwrap();
+            gemm::gemm_with(&ctx, v, &Gemm::new(m, n, n), ab.as_view(), bb.as_view(), c.as_view_mut()).unwrap();
+            assert_eq!(c.to_host().unwrap(), a, "{}: A * I must be A exactly, NaN in C ignored", v.name);
+        }
+    }
+}
+
+/// More batches than one launch's grid z: the launcher splits them (here at 2 per launch).
+#[test]
+fn batches_split_over_several_launches() {
+    let ctx = Context::emulator();
+    let g = problem(9, 11, 5, true, false, 5, 1, 0.5, 1.0);
+    let mut rng = 1u32;
+    let mut next = || {
+        rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (rng >> 9) as f32 / (1 << 23) as f32 - 0.5
+    };
+    let a: Vec<f32> = (0..g.a_len()).map(|_| next()).collect();
+    let b: Vec<f32> = (0..g.b_len()).map(|_| next()).collect();
+    let c0: Vec<f32> = (0..g.c_len()).map(|_| next()).collect();
+    let (ab, bb) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let v = &VERSIONS[2];
+    let mut whole = ctx.upload(&c0).unwrap();
+    gemm::gemm_with(&ctx, v, &g, ab.as_view(), bb.as_view(), whole.as_view_mut()).unwrap();
+    let mut split = ctx.upload(&c0).unwrap();
+    gemm::launch(&ctx, v, &g, ab.as_view(), bb.as_view(), split.as_view_mut(), 2).unwrap();
+    assert_eq!(whole.to_host().unwrap(), split.to_host().unwrap(), "3 launches of z <= 2 equal one of z = 5");
+}
+
+#[test]
+fn broken_edge_guard_is_rejected() {
+    let ctx = Context::emulator();
+    // On multiples of its tile (and beta != 0, since it reads C regardless) it is correct...
+    let ok = GemmCase { gemm: Gemm::new(64, 32, 64).scaled(1.0, 0.5), seed: 1, offset: 0 };
+    let r = verify::gemm_with(&ctx, &ok, &BUG_NO_EDGE_GUARD).unwrap();
+    assert!(r.passed(), "the broken variant is right on tile multiples: {r}");
+    // ...and the harness rejects it everywhere else: an out-of-bounds access on the
+    // emulator, or wrong, unwritten or guard-region values.
+    let mut rejected = 0;
+    for (m, n, k) in [(33, 32, 64), (32, 33, 64), (32, 32, 31), (1, 255, 101), (40, 40, 40)] {
+        let case = GemmCase { gemm: Gemm::new(m, n, k).scaled(1.0, 0.5), seed: 2, offset: 0 };
+        match verify::gemm_with(&ctx, &case, &BUG_NO_EDGE_GUARD) {
+            Err(Error::Emulator(e)) => {
+                assert!(e.to_string().contains("out-of-bounds"), "{m}x{n}x{k}: {e}");
+                rejected += 1;
+            }
+            Ok(r) => {
+                assert!(!r.passed(), "{m}x{n}x{k}: the broken variant passed: {r}");
+                rejected += 1;
+            }
+            Err(e) => panic!("{m}x{n}x{k}: unexpected error {e}"),
+        }
+    }
+    assert_eq!(rejected, 5);
+}
+
+#[test]
+fn launcher_refuses_bad_arguments() {
+    let ctx = Context::emulator();
+    let (a, b) = (ctx.alloc::<f32>(64).unwrap(), ctx.alloc::<f32>(64).unwrap());
+    let mut c = ctx.alloc::<f32>(64).unwrap();
+    let v = &VERSIONS[0];
+    let mut expect = |g: Gemm, what: &str| match gemm::gemm_with(&ctx, v, &g, a.as_view(), b.as_view(), c.as_view_mut())
+    {
+        Err(Error::InvalidArgument { message, .. }) => {
+            assert!(message.contains(what), "{g:?}: message `{message}` should mention `{what}`")
+        }
+        other => panic!("{g:?}: expected InvalidArgument about {what}, got {other:?}"),
+    };
+    expect(Gemm { lda: 3, ..Gemm::new(8, 8, 8) }, "lda = 3 is smaller than a row of A");
+    expect(Gemm { ldb: 7, ..Gemm::new(8, 8, 8) }, "ldb");
+    expect(Gemm { ldc: 2, ..Gemm::new(8, 8, 8) }, "ldc");
+    expect(Gemm::new(9, 8, 8), "A has 64 elements");
+    expect(Gemm::new(8, 8, 9), "need");
+    expect(Gemm::new(8, 8, 8).batched(2), "need");
+    expect(Gemm { stride_c: 10, ..Gemm::new(2, 8, 1).batched(2) }, "batches of C overlap");
+    expect(Gemm::new(1 << 31, 1, 1), "past 32-bit indexing");
+    expect(Gemm { batch: 1 << 33, ..Gemm::new(1, 1, 1) }, "split the batch");
+    // A view of another context is refused.
+    let other = Context::emulator();
+    let a2 = other.alloc::<f32>(64).unwrap();
+    let r = gemm::gemm(&ctx, &Gemm::new(8, 8, 8), a2.as_view(), b.as_view(), c.as_view_mut());
+    assert!(matches!(r, Err(Error::WrongContext { .. })), "{r:?}");
+}
