@@ -92,7 +92,7 @@ pub fn cross_entropy_with<T: Float>(
         loss: loss.global_mut(),
         dlogits: dlogits.map_or(GlobalMut::empty(), |mut d| d.global_mut()),
     };
-    ctx.launch(T::row_kernels().cross_entropy[slot(strategy)], launch_config(strategy, shape.rows), params)
+    ctx.launch(T::row_kernels().cross_entropy[slot(strategy, OP)?], launch_config(strategy, shape.rows), params)
 }
 
 /// Cross-entropy with the strategy picked by vocabulary size.

@@ -87,7 +87,7 @@ fn forward<T: Float>(
     }
     let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
     let k = T::row_kernels();
-    let def = if layer { k.layernorm[slot(strategy)] } else { k.rmsnorm[slot(strategy)] };
+    let def = if layer { k.layernorm[slot(strategy, op)?] } else { k.rmsnorm[slot(strategy, op)?] };
     let mut addrs = vec![x.addr(), gamma.addr(), y.addr()];
     addrs.extend(beta.as_ref().map(|b| b.addr()));
     let params = NormParams {
@@ -235,7 +235,7 @@ fn backward<T: Float>(
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
     let k = T::row_kernels();
-    let def = if layer { k.layernorm_backward[slot(strategy)] } else { k.rmsnorm_backward[slot(strategy)] };
+    let def = if layer { k.layernorm_backward[slot(strategy, op)?] } else { k.rmsnorm_backward[slot(strategy, op)?] };
     // The per-group partial gradients live in the context's scratch: no allocation and no
     // wait per call (the stream orders the reuse).
     ctx.with_scratch(groups * width, |scratch| {

@@ -5,10 +5,11 @@
 //! mismatch. `rows = 0` does nothing; `cols = 0` gives sums of 0 and is an error for max and
 //! argmax (there is no maximum of nothing). Kernels: `gpu-kernels/src/reduce.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
-use crate::{BufMut, BufRef, Context, Error, Float, Result};
+use crate::rows::{RowStrategy, Rows, launch_config, slot, split_config, vectorized};
+use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::reduce::ReduceParams;
+use gpu_kernels::rows::{SPLIT_FINAL_THREADS, SPLIT_SEGMENT};
 
 /// Which reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +63,11 @@ fn launch<T: Float>(
     if shape.rows == 0 {
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let mut strategy = strategy.unwrap_or(RowStrategy::for_shape(shape.rows, shape.cols));
+    if shape.cols == 0 {
+        // Nothing to split: every row's sum is 0, which block-per-row writes directly.
+        strategy = RowStrategy::Block;
+    }
     let kernels = T::row_kernels();
     let mut params = ReduceParams {
         rows: shape.rows as u32,
@@ -72,22 +77,34 @@ fn launch<T: Float>(
         sum: GlobalMut::empty(),
         max: GlobalMut::empty(),
         argmax: GlobalMut::empty(),
+        segment: SPLIT_SEGMENT,
+        partial: GlobalMut::empty(),
     };
-    let def = match out {
+    let (pair, split) = match out {
         Output::Sum(mut v) => {
             params.sum = v.global_mut();
-            kernels.sum[slot(strategy)]
+            (kernels.sum, kernels.sum_split)
         }
         Output::Max(mut v) => {
             params.max = v.global_mut();
-            kernels.max[slot(strategy)]
+            (kernels.max, kernels.max_split)
         }
         Output::Argmax(mut v) => {
             params.argmax = v.global_mut();
-            kernels.argmax[slot(strategy)]
+            (kernels.argmax, kernels.argmax_split)
         }
     };
-    ctx.launch(def, launch_config(strategy, shape.rows), params)
+    if strategy != RowStrategy::Split {
+        return ctx.launch(pair[slot(strategy, name)?], launch_config(strategy, shape.rows), params);
+    }
+    let words = shape.rows * RowStrategy::segments(shape.cols) * 3;
+    ctx.with_scratch(words, |partial| {
+        params.partial = partial;
+        ctx.launch(split[0], split_config(shape.rows, shape.cols), params)?;
+        let fin =
+            LaunchConfig { grid: Dim3::x(shape.rows as u32), block: Dim3::x(SPLIT_FINAL_THREADS), shared_bytes: 0 };
+        ctx.launch(split[1], fin, params)
+    })
 }
 
 /// `out[r] = sum of row r`, accumulated in f32. `strategy: None` picks by row length.

@@ -91,6 +91,12 @@ pub struct RowKernels<T: 'static> {
     pub argmax: [&'static KernelDef<ReduceParams<T>>; 2],
     pub softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
     pub log_softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
+    /// Split strategy: (per-segment partial, final combine) per reduction.
+    pub sum_split: [&'static KernelDef<ReduceParams<T>>; 2],
+    pub max_split: [&'static KernelDef<ReduceParams<T>>; 2],
+    pub argmax_split: [&'static KernelDef<ReduceParams<T>>; 2],
+    /// Split strategy: (segment statistics, softmax apply, log_softmax apply).
+    pub softmax_split: [&'static KernelDef<SoftmaxParams<T>>; 3],
     pub cross_entropy: [&'static KernelDef<CrossEntropyParams<T>>; 2],
     pub layernorm: [&'static KernelDef<NormParams<T>>; 2],
     pub rmsnorm: [&'static KernelDef<NormParams<T>>; 2],
@@ -98,10 +104,24 @@ pub struct RowKernels<T: 'static> {
     pub rmsnorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
 }
 
-/// Index of `strategy` in a `[warp, block]` pair.
-pub const fn slot(strategy: RowStrategy) -> usize {
+/// Index of `strategy` in a `[warp, block]` pair; the split strategy has its own kernels
+/// and exists only for reductions and softmax, so other ops refuse it.
+pub fn slot(strategy: RowStrategy, op: &'static str) -> Result<usize> {
     match strategy {
-        RowStrategy::Warp => 0,
-        RowStrategy::Block => 1,
+        RowStrategy::Warp => Ok(0),
+        RowStrategy::Block => Ok(1),
+        RowStrategy::Split => Err(Error::invalid(
+            op,
+            "the split strategy (several blocks per row) exists for sum, max, argmax, softmax and log_softmax; use warp or block",
+        )),
+    }
+}
+
+/// The split strategy's launches: `(segments, rows)` blocks for the per-segment pass.
+pub fn split_config(rows: usize, cols: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid: Dim3::xy(RowStrategy::segments(cols) as u32, rows as u32),
+        block: Dim3::x(RowStrategy::Split.block_threads()),
+        shared_bytes: RowStrategy::Split.shared_bytes(),
     }
 }

@@ -5,8 +5,10 @@
 //! subtracted first). `rows = 0` or `cols = 0` does nothing. Kernels:
 //! `gpu-kernels/src/softmax.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
+use crate::rows::{RowStrategy, Rows, launch_config, slot, split_config, vectorized};
 use crate::{BufMut, BufRef, Context, Float, Result};
+use gpu_kernels::device::GlobalMut;
+use gpu_kernels::rows::SPLIT_SEGMENT;
 use gpu_kernels::softmax::SoftmaxParams;
 
 fn launch<T: Float>(
@@ -25,17 +27,28 @@ fn launch<T: Float>(
     if shape.rows == 0 || shape.cols == 0 {
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let strategy = strategy.unwrap_or(RowStrategy::for_shape(shape.rows, shape.cols));
     let k = T::row_kernels();
-    let def = if log { k.log_softmax[slot(strategy)] } else { k.softmax[slot(strategy)] };
-    let params = SoftmaxParams {
+    let mut params = SoftmaxParams {
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &[x.addr(), y.addr()]) as u32,
         x: x.global(),
         y: y.global_mut(),
+        segment: SPLIT_SEGMENT,
+        partial: GlobalMut::empty(),
     };
-    ctx.launch(def, launch_config(strategy, shape.rows), params)
+    if strategy != RowStrategy::Split {
+        let def = if log { k.log_softmax[slot(strategy, name)?] } else { k.softmax[slot(strategy, name)?] };
+        return ctx.launch(def, launch_config(strategy, shape.rows), params);
+    }
+    let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
+    ctx.with_scratch(words, |partial| {
+        params.partial = partial;
+        let cfg = split_config(shape.rows, shape.cols);
+        ctx.launch(k.softmax_split[0], cfg, params)?;
+        ctx.launch(k.softmax_split[if log { 2 } else { 1 }], cfg, params)
+    })
 }
 
 /// `y = softmax(x)` per row. `strategy: None` picks by row length.

@@ -27,7 +27,7 @@ proptest! {
         offset in 0usize..2,
         seed in any::<u64>(),
         values in proptest::sample::select(vec![Values::Finite, Values::WithSpecials, Values::Huge]),
-        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
+        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block), Some(RowStrategy::Split)]),
     ) {
         for ctx in common::property_backends("reductions_match_reference", common::cases(CASES)) {
             let case = RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values, strategy };
@@ -56,4 +56,34 @@ fn empty_rows_sum_to_zero_and_have_no_max() {
     let mut m = ctx.alloc::<f32>(3).unwrap();
     let e = ferrokern::reduce::max(&ctx, x.as_view(), Rows::new(3, 0), m.as_view_mut()).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+}
+
+#[test]
+fn split_rows_match_reference_for_every_reduction() {
+    // 40000 columns over 4 rows: the automatic choice is the split strategy (5 segments).
+    assert_eq!(RowStrategy::for_shape(4, 40_000), RowStrategy::Split);
+    let mut n = 0;
+    for ctx in common::backends("split_rows") {
+        for op in [RowOp::Sum, RowOp::Max, RowOp::Argmax] {
+            for dtype in DTYPES {
+                for (cols, strategy) in
+                    [(40_000, None), (24_581, Some(RowStrategy::Split)), (8192, Some(RowStrategy::Split))]
+                {
+                    let case = RowCase {
+                        op,
+                        dtype,
+                        shape: Rows::new(4, cols),
+                        seed: cols as u64,
+                        offset: cols % 2,
+                        values: Values::WithSpecials,
+                        strategy,
+                    };
+                    let r = verify::rows(&ctx, &case).unwrap();
+                    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("split reductions: {n} cases passed");
 }

@@ -20,7 +20,7 @@ fn run(ctx: &Context, case: RowCase) {
 }
 
 fn strategy() -> impl Strategy<Value = Option<RowStrategy>> {
-    proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)])
+    proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block), Some(RowStrategy::Split)])
 }
 
 /// Property cases per run (FERROKERN_CASES overrides).
@@ -54,7 +54,7 @@ fn softmax_every_boundary_both_strategies() {
         for op in [RowOp::Softmax, RowOp::LogSoftmax] {
             for dtype in DTYPES {
                 for &cols in COLS {
-                    for strategy in [RowStrategy::Warp, RowStrategy::Block] {
+                    for strategy in [RowStrategy::Warp, RowStrategy::Block, RowStrategy::Split] {
                         for offset in [0, 1] {
                             let case = RowCase {
                                 op,
@@ -98,4 +98,21 @@ fn softmax_rows_sum_to_one_and_masked_rows_are_zero() {
     assert!(y[3 * cols..4 * cols].iter().all(|v| v.is_nan()), "NaN stays in its row");
     assert!(y[..3 * cols].iter().all(|v| !v.is_nan()) && y[4 * cols..].iter().all(|v| !v.is_nan()), "and only there");
     assert_eq!(y[4 * cols], 1.0, "a huge value takes all the mass and stays finite");
+}
+
+#[test]
+fn split_rows_match_reference() {
+    assert_eq!(RowStrategy::for_shape(3, 40_000), RowStrategy::Split);
+    for ctx in common::backends("split_rows") {
+        for op in [RowOp::Softmax, RowOp::LogSoftmax] {
+            for dtype in DTYPES {
+                for values in [Values::Finite, Values::WithSpecials, Values::Huge] {
+                    let case =
+                        RowCase { op, dtype, shape: Rows::new(3, 40_000), seed: 9, offset: 0, values, strategy: None };
+                    let r = verify::rows(&ctx, &case).unwrap();
+                    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+                }
+            }
+        }
+    }
 }

@@ -8,9 +8,11 @@
 //! # Safety
 //! As in [`crate::rows`]; the output for each op has `rows` elements.
 
+use crate::device::reduce::warp_reduce;
 use crate::device::reduce::{ArgMax, MaxNan, Reduce, Sum};
-use crate::device::{Element, Global, GlobalMut};
-use crate::rows::{self, assign, group_reduce, load_chunk};
+use crate::device::thread::{block_idx_x, thread_idx_x};
+use crate::device::{Element, Global, GlobalMut, WARP_SIZE};
+use crate::rows::{self, BLOCK_ROW_THREADS, assign, group_reduce, load_chunk};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +27,10 @@ pub struct ReduceParams<T> {
     pub max: GlobalMut<T>,
     /// `argmax`'s output; empty for the other ops.
     pub argmax: GlobalMut<u32>,
+    /// Split strategy only: elements per segment, and per-(row, segment) partial states
+    /// (3 words each) in scratch.
+    pub segment: u32,
+    pub partial: GlobalMut<u32>,
 }
 
 /// Which reduction a kernel computes.
@@ -102,6 +108,58 @@ pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: Redu
     }
 }
 
+/// Split strategy, first launch: one block reduces one segment of one row into its partial
+/// state (`partial[(row * segments + segment) * 3 ..]`).
+#[inline(always)]
+pub fn split_partial<Op: RowReduction, T: Element, const VEC: usize>(p: ReduceParams<T>) {
+    let cols = p.cols as usize;
+    let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
+    let vectorized = p.vectorized != 0;
+    let tid = thread_idx_x() as usize;
+    let mut acc = <Op::State as Reduce>::identity();
+    let mut c = tid;
+    while c < rows::chunks(len, VEC) {
+        let v = load_chunk::<T, VEC>(&p.x, row * cols + start, len, c, vectorized, 0.0);
+        for (k, &x) in v.iter().enumerate() {
+            if c * VEC + k < len {
+                acc = acc.combine(Op::element(x, (start + c * VEC + k) as u32));
+            }
+        }
+        c += BLOCK_ROW_THREADS as usize;
+    }
+    let total = group_reduce::<Op::State, { BLOCK_ROW_THREADS }>(acc);
+    if tid == 0 {
+        let w = total.to_words();
+        for (i, &word) in w.iter().enumerate() {
+            p.partial.store((row * segments + seg) * 3 + i, word);
+        }
+    }
+}
+
+/// Split strategy, second launch: one warp per row combines the row's partial states in a
+/// fixed order (deterministic) and stores the result.
+#[inline(always)]
+pub fn split_final<Op: RowReduction, T: Element>(p: ReduceParams<T>) {
+    let row = block_idx_x() as usize;
+    let lane = thread_idx_x() as usize;
+    let segments = rows::chunks(p.cols as usize, p.segment as usize);
+    let mut acc = <Op::State as Reduce>::identity();
+    let mut s = lane;
+    while s < segments {
+        let base = (row * segments + s) * 3;
+        acc = acc.combine(<Op::State as Reduce>::from_words([
+            p.partial.load(base),
+            p.partial.load(base + 1),
+            p.partial.load(base + 2),
+        ]));
+        s += WARP_SIZE as usize;
+    }
+    let total = warp_reduce(acc);
+    if lane == 0 {
+        Op::store(&p, row, total);
+    }
+}
+
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
@@ -126,4 +184,22 @@ crate::kernels! {
     ARGMAX_F16_BLOCK = argmax_f16_block(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, B>;
     ARGMAX_BF16_WARP = argmax_bf16_warp(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, W>;
     ARGMAX_BF16_BLOCK = argmax_bf16_block(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, B>;
+    SUM_F32_SPLIT = sum_f32_split(ReduceParams<f32>) => split_partial::<SumOp, f32, 4>;
+    SUM_F16_SPLIT = sum_f16_split(ReduceParams<F16>) => split_partial::<SumOp, F16, 8>;
+    SUM_BF16_SPLIT = sum_bf16_split(ReduceParams<Bf16>) => split_partial::<SumOp, Bf16, 8>;
+    MAX_F32_SPLIT = max_f32_split(ReduceParams<f32>) => split_partial::<MaxOp, f32, 4>;
+    MAX_F16_SPLIT = max_f16_split(ReduceParams<F16>) => split_partial::<MaxOp, F16, 8>;
+    MAX_BF16_SPLIT = max_bf16_split(ReduceParams<Bf16>) => split_partial::<MaxOp, Bf16, 8>;
+    ARGMAX_F32_SPLIT = argmax_f32_split(ReduceParams<f32>) => split_partial::<ArgMaxOp, f32, 4>;
+    ARGMAX_F16_SPLIT = argmax_f16_split(ReduceParams<F16>) => split_partial::<ArgMaxOp, F16, 8>;
+    ARGMAX_BF16_SPLIT = argmax_bf16_split(ReduceParams<Bf16>) => split_partial::<ArgMaxOp, Bf16, 8>;
+    SUM_F32_SPLIT_FINAL = sum_f32_split_final(ReduceParams<f32>) => split_final::<SumOp, f32>;
+    SUM_F16_SPLIT_FINAL = sum_f16_split_final(ReduceParams<F16>) => split_final::<SumOp, F16>;
+    SUM_BF16_SPLIT_FINAL = sum_bf16_split_final(ReduceParams<Bf16>) => split_final::<SumOp, Bf16>;
+    MAX_F32_SPLIT_FINAL = max_f32_split_final(ReduceParams<f32>) => split_final::<MaxOp, f32>;
+    MAX_F16_SPLIT_FINAL = max_f16_split_final(ReduceParams<F16>) => split_final::<MaxOp, F16>;
+    MAX_BF16_SPLIT_FINAL = max_bf16_split_final(ReduceParams<Bf16>) => split_final::<MaxOp, Bf16>;
+    ARGMAX_F32_SPLIT_FINAL = argmax_f32_split_final(ReduceParams<f32>) => split_final::<ArgMaxOp, f32>;
+    ARGMAX_F16_SPLIT_FINAL = argmax_f16_split_final(ReduceParams<F16>) => split_final::<ArgMaxOp, F16>;
+    ARGMAX_BF16_SPLIT_FINAL = argmax_bf16_split_final(ReduceParams<Bf16>) => split_final::<ArgMaxOp, Bf16>;
 }

@@ -47,6 +47,16 @@ pub const MAX_ROW_BLOCKS: u32 = 65535;
 pub const BLOCK_SCRATCH_BYTES: u32 = Shared::<u32>::bytes(crate::device::reduce::block_scratch_words(3));
 const SCRATCH: Shared<u32> = Shared::at(0, crate::device::reduce::block_scratch_words(3));
 
+/// Elements of one row that one block handles in the split strategy.
+pub const SPLIT_SEGMENT: u32 = BLOCK_ROW_THREADS * CACHE_VALUES as u32;
+/// The split strategy is chosen for rows longer than this...
+pub const SPLIT_MIN_COLS: usize = 4 * SPLIT_SEGMENT as usize;
+/// ...when there are fewer rows than this: below it, one block per row leaves SMs idle
+/// (an H200 has 132), above it block-per-row already fills the GPU.
+pub const SPLIT_MAX_ROWS: usize = 512;
+/// Threads per block of the split strategy's final combine (one warp per row).
+pub const SPLIT_FINAL_THREADS: u32 = WARP_SIZE;
+
 /// How rows map to threads; one kernel per strategy per op and dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowStrategy {
@@ -54,6 +64,10 @@ pub enum RowStrategy {
     Warp,
     /// A block of [`BLOCK_ROW_THREADS`] per row.
     Block,
+    /// Several blocks per row, each over a [`SPLIT_SEGMENT`]-element segment, in two
+    /// launches: per-segment partial results into scratch, then a combine (reductions) or a
+    /// second pass over the segment that writes the outputs (softmax). For few, long rows.
+    Split,
 }
 
 impl RowStrategy {
@@ -61,13 +75,13 @@ impl RowStrategy {
     pub const fn group(self) -> u32 {
         match self {
             RowStrategy::Warp => WARP_SIZE,
-            RowStrategy::Block => BLOCK_ROW_THREADS,
+            RowStrategy::Block | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
     pub const fn block_threads(self) -> u32 {
         match self {
             RowStrategy::Warp => WARP_BLOCK_THREADS,
-            RowStrategy::Block => BLOCK_ROW_THREADS,
+            RowStrategy::Block | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
     pub const fn rows_per_block(self) -> u32 {
@@ -76,7 +90,7 @@ impl RowStrategy {
     pub const fn shared_bytes(self) -> u32 {
         match self {
             RowStrategy::Warp => 0,
-            RowStrategy::Block => BLOCK_SCRATCH_BYTES,
+            RowStrategy::Block | RowStrategy::Split => BLOCK_SCRATCH_BYTES,
         }
     }
     /// Columns a group caches in registers (any element type).
@@ -87,6 +101,15 @@ impl RowStrategy {
     /// a block beyond.
     pub const fn for_cols(cols: usize) -> Self {
         if cols <= RowStrategy::Warp.capacity() { RowStrategy::Warp } else { RowStrategy::Block }
+    }
+    /// The strategy for ops that have a split kernel: split for few, long rows, else as
+    /// [`RowStrategy::for_cols`].
+    pub const fn for_shape(rows: usize, cols: usize) -> Self {
+        if cols > SPLIT_MIN_COLS && rows < SPLIT_MAX_ROWS { RowStrategy::Split } else { RowStrategy::for_cols(cols) }
+    }
+    /// Segments of a split row of `cols` elements.
+    pub const fn segments(cols: usize) -> usize {
+        cols.div_ceil(SPLIT_SEGMENT as usize)
     }
 }
 
@@ -102,9 +125,11 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     if name == "column_sum_f32" {
         return Some(crate::norm::COLUMN_SUM_THREADS);
     }
-    if name.ends_with("_warp") {
+    if name.ends_with("_split_final") {
+        Some(SPLIT_FINAL_THREADS)
+    } else if name.ends_with("_warp") {
         Some(RowStrategy::Warp.block_threads())
-    } else if name.ends_with("_block") {
+    } else if name.ends_with("_block") || name.ends_with("_split") {
         Some(RowStrategy::Block.block_threads())
     } else {
         None
@@ -196,6 +221,15 @@ macro_rules! for_each_cached_chunk {
         { let $j: usize = 2; if $j < $n $body }
         { let $j: usize = 3; if $j < $n $body }
     }};
+}
+
+/// The split strategy's coordinates: (row, segment, segments, first element of the segment,
+/// elements in it). Grid x runs over segments, grid y over rows.
+#[inline(always)]
+pub fn split_segment(cols: usize, segment: usize) -> (usize, usize, usize, usize, usize) {
+    let (seg, row) = (block_idx_x() as usize, crate::device::thread::block_idx_y() as usize);
+    let start = seg * segment;
+    (row, seg, grid_dim_x() as usize, start, segment.min(cols.saturating_sub(start)))
 }
 
 /// Chunks in a row of `cols` elements.

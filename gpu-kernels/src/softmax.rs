@@ -15,8 +15,11 @@
 //! As in [`crate::rows`]; `y` has `rows * cols` elements.
 
 use crate::device::reduce::{MaxNan, Reduce, SoftmaxStats, Sum};
+use crate::device::thread::thread_idx_x;
 use crate::device::{Element, Global, GlobalMut, math};
-use crate::rows::{self, MAX_CACHE_CHUNKS, assign, cache_chunks, group_reduce, load_chunk, store_chunk};
+use crate::rows::{
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, group_reduce, load_chunk, store_chunk,
+};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -26,6 +29,10 @@ pub struct SoftmaxParams<T> {
     pub vectorized: u32,
     pub x: Global<T>,
     pub y: GlobalMut<T>,
+    /// Split strategy only: elements per segment, and per-(row, segment) (max, sum) pairs
+    /// in scratch.
+    pub segment: u32,
+    pub partial: GlobalMut<u32>,
 }
 
 /// The output for input `x` given the row's max `m`, `1/s` and `ln s`.
@@ -165,6 +172,48 @@ pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: Softm
     }
 }
 
+/// Split strategy, first launch: one block computes the (max, sum) statistics of one
+/// segment of one row into `partial[(row * segments + segment) * 2 ..]`.
+#[inline(always)]
+pub fn split_stats<T: Element, const VEC: usize>(p: SoftmaxParams<T>) {
+    let cols = p.cols as usize;
+    let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
+    let tid = thread_idx_x() as usize;
+    let (_, m, s) =
+        RowPass::<T, VEC>::stats::<{ BLOCK_ROW_THREADS }>(&p.x, row * cols + start, len, tid, p.vectorized != 0);
+    if tid == 0 {
+        p.partial.store((row * segments + seg) * 2, m.to_bits());
+        p.partial.store((row * segments + seg) * 2 + 1, s.to_bits());
+    }
+}
+
+/// Split strategy, second launch: every thread combines the row's segment statistics in the
+/// same fixed order (so all agree, bit for bit), then the block writes its segment's outputs.
+#[inline(always)]
+pub fn split_apply<T: Element, const VEC: usize, const LOG: bool>(p: SoftmaxParams<T>) {
+    let cols = p.cols as usize;
+    let (row, _, segments, start, len) = rows::split_segment(cols, p.segment as usize);
+    let mut st = SoftmaxStats::identity();
+    for s in 0..segments {
+        let at = (row * segments + s) * 2;
+        st = st
+            .combine(SoftmaxStats { m: f32::from_bits(p.partial.load(at)), s: f32::from_bits(p.partial.load(at + 1)) });
+    }
+    let (inv_s, ln_s) = (1.0 / st.s, math::ln_approx(st.s));
+    let base = row * cols + start;
+    let vectorized = p.vectorized != 0;
+    let mut c = thread_idx_x() as usize;
+    while c < rows::chunks(len, VEC) {
+        let v = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, f32::NEG_INFINITY);
+        let mut o = [0.0f32; VEC];
+        for k in 0..VEC {
+            o[k] = out::<LOG>(v[k], st.m, inv_s, ln_s);
+        }
+        store_chunk::<T, VEC>(&p.y, base, len, c, vectorized, o);
+        c += BLOCK_ROW_THREADS as usize;
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CrossEntropyParams<T> {
@@ -248,6 +297,15 @@ crate::kernels! {
     LOG_SOFTMAX_F16_BLOCK = log_softmax_f16_block(SoftmaxParams<F16>) => run::<F16, 8, B, true>;
     LOG_SOFTMAX_BF16_WARP = log_softmax_bf16_warp(SoftmaxParams<Bf16>) => run::<Bf16, 8, W, true>;
     LOG_SOFTMAX_BF16_BLOCK = log_softmax_bf16_block(SoftmaxParams<Bf16>) => run::<Bf16, 8, B, true>;
+    SOFTMAX_F32_SPLIT = softmax_f32_split(SoftmaxParams<f32>) => split_stats::<f32, 4>;
+    SOFTMAX_F16_SPLIT = softmax_f16_split(SoftmaxParams<F16>) => split_stats::<F16, 8>;
+    SOFTMAX_BF16_SPLIT = softmax_bf16_split(SoftmaxParams<Bf16>) => split_stats::<Bf16, 8>;
+    SOFTMAX_F32_APPLY_SPLIT = softmax_f32_apply_split(SoftmaxParams<f32>) => split_apply::<f32, 4, false>;
+    SOFTMAX_F16_APPLY_SPLIT = softmax_f16_apply_split(SoftmaxParams<F16>) => split_apply::<F16, 8, false>;
+    SOFTMAX_BF16_APPLY_SPLIT = softmax_bf16_apply_split(SoftmaxParams<Bf16>) => split_apply::<Bf16, 8, false>;
+    LOG_SOFTMAX_F32_APPLY_SPLIT = log_softmax_f32_apply_split(SoftmaxParams<f32>) => split_apply::<f32, 4, true>;
+    LOG_SOFTMAX_F16_APPLY_SPLIT = log_softmax_f16_apply_split(SoftmaxParams<F16>) => split_apply::<F16, 8, true>;
+    LOG_SOFTMAX_BF16_APPLY_SPLIT = log_softmax_bf16_apply_split(SoftmaxParams<Bf16>) => split_apply::<Bf16, 8, true>;
     CROSS_ENTROPY_F32_WARP = cross_entropy_f32_warp(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, W>;
     CROSS_ENTROPY_F32_BLOCK = cross_entropy_f32_block(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, B>;
     CROSS_ENTROPY_F16_WARP = cross_entropy_f16_warp(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, W>;
