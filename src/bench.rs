@@ -382,6 +382,103 @@ pub fn plot_svg(title: &str, rows: &[Measurement]) -> String {
     s
 }
 
+/// GEMM shapes the bench measures (m, n, k): squares, a skinny M (decode-like), a short K.
+pub const GEMM_SHAPES: &[(usize, usize, usize)] = &[
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (16, 4096, 4096),
+    (4096, 4096, 64),
+];
+
+/// One GEMM timing: a ladder version and cuBLAS on the same buffers (both `None` fields
+/// when cuBLAS is not available).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GemmMeasurement {
+    pub version: &'static str,
+    pub shape: String,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub tflops: f64,
+    pub cublas_median_ms: Option<f64>,
+    pub cublas_tflops: Option<f64>,
+    /// Version throughput over cuBLAS throughput (1.0 = parity).
+    pub ratio: Option<f64>,
+}
+
+/// Buffers for one GEMM shape (NN, packed, alpha 1, beta 0) with deterministic moderate
+/// values, shared by `ferrokern bench` and the criterion bench so both time the same launches.
+pub struct GemmWorkload {
+    pub gemm: crate::gemm::Gemm,
+    a: DeviceBuffer<f32>,
+    b: DeviceBuffer<f32>,
+    c: DeviceBuffer<f32>,
+}
+
+impl GemmWorkload {
+    pub fn new(ctx: &Context, m: usize, n: usize, k: usize) -> Result<Self> {
+        let g = crate::gemm::Gemm::new(m, n, k);
+        let fill = |len: usize, salt: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i.wrapping_mul(2_654_435_761) ^ salt) % 1000) as f32 * 0.002 - 1.0).collect()
+        };
+        Ok(GemmWorkload {
+            gemm: g,
+            a: ctx.upload(&fill(g.a_len(), 1))?,
+            b: ctx.upload(&fill(g.b_len(), 2))?,
+            c: ctx.alloc(g.c_len())?,
+        })
+    }
+
+    /// One launch of `version`.
+    pub fn run(&mut self, ctx: &Context, version: &crate::gemm::GemmVersion) -> Result<()> {
+        crate::gemm::gemm_with(ctx, version, &self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
+    }
+
+    /// One cuBLAS SGEMM on the same buffers.
+    pub fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
+        cublas.sgemm(&self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
+    }
+}
+
+/// Median and min milliseconds of `f`: one untimed probe first, and when a run takes over
+/// 250 ms (the slow rungs on the large squares) 3 timed runs instead of [`REPS`].
+fn time_gemm(ctx: &Context, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    let probe = ctx.time_runs(0, 1, false, &mut f)?;
+    let (warmup, reps) = if probe[0] > 250.0 { (0, 3) } else { (WARMUP, REPS) };
+    let t = ctx.time_runs(warmup, reps, true, &mut f)?;
+    Ok((median(&t), t.iter().cloned().fold(f64::INFINITY, f64::min)))
+}
+
+/// Times cuBLAS on `w`'s shape; `None` without cuBLAS.
+pub fn gemm_cublas(ctx: &Context, w: &mut GemmWorkload, cublas: Option<&crate::cublas::Cublas>) -> Result<Option<f64>> {
+    let Some(cb) = cublas else { return Ok(None) };
+    Ok(Some(time_gemm(ctx, || w.run_cublas(cb))?.0))
+}
+
+/// Times `version` on `w`'s shape against an already measured cuBLAS median.
+pub fn gemm(
+    ctx: &Context,
+    version: &'static crate::gemm::GemmVersion,
+    w: &mut GemmWorkload,
+    cublas_ms: Option<f64>,
+) -> Result<GemmMeasurement> {
+    let (med, min) = time_gemm(ctx, || w.run(ctx, version))?;
+    let flops = w.gemm.flops();
+    let tf = |ms: f64| flops / (ms * 1e9);
+    let g = w.gemm;
+    Ok(GemmMeasurement {
+        version: version.name,
+        shape: format!("{}x{}x{}", g.m, g.n, g.k),
+        median_ms: med,
+        min_ms: min,
+        tflops: tf(med),
+        cublas_median_ms: cublas_ms,
+        cublas_tflops: cublas_ms.map(tf),
+        ratio: cublas_ms.map(|c| c / med),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod check;
 pub mod cross_entropy;
+pub mod cublas;
 pub mod elementwise;
 pub mod float;
 pub mod gemm;

@@ -186,6 +186,9 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
 }
 
 fn run_verify(a: VerifyArgs) -> ExitCode {
+    if a.op == "gemm" {
+        return run_verify_gemm(a);
+    }
     let elementwise = Op::from_name(&a.op);
     let row_op = RowOp::from_name(&a.op);
     if elementwise.is_none() && row_op.is_none() {
@@ -527,7 +530,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         println!(
             "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
         );
-        let ok = emulator_sweep(&ctx, filter);
+        let ok = emulator_sweep(&ctx, filter) & gemm_emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
         if let Some(path) = &a.plot {
@@ -648,6 +651,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     }
     progress.finish_and_clear();
     print_measurements(&rows);
+    let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
     if let Some(path) = a.json {
         let doc = serde_json::json!({
             "date": today(),
@@ -661,6 +665,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "reps": bench::REPS,
             "measurements": rows,
+            "gemm": gemm_rows,
         });
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
             println!("writing {}: {e}", path.display());
@@ -688,4 +693,209 @@ fn main() -> ExitCode {
         Cmd::Verify(a) => run_verify(a),
         Cmd::Info { sass } => run_info(sass),
     }
+}
+
+/// Whether `--filter` selects the GEMM family.
+fn gemm_selected(filter: Option<&str>) -> bool {
+    filter.is_none_or(|f| f.contains("gemm") || "gemm".contains(f))
+}
+
+/// `verify gemm`: one f32 GEMM on fresh random inputs, with the shipped version or, with the
+/// hidden `--kernel NAME`, any version of the ladder (or the broken `bug_no_edge_guard`).
+fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
+    use ferrokern::gemm::{self, Gemm, Trans};
+    let allowed = ["--m", "--n", "--k", "--trans-a", "--trans-b", "--batch", "--alpha", "--beta", "--kernel"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta); remove {}",
+            stray.join(", ")
+        ));
+    }
+    if a.dtype != "f32" {
+        return bad_args(format!("gemm runs f32 today (issue 6 brings 16-bit types); remove --dtype {}", a.dtype));
+    }
+    if a.specials || a.huge {
+        return bad_args("gemm is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(m), Some(n), Some(k)) = (a.m, a.n, a.k) else {
+        return bad_args("`gemm` needs --m M --n N --k K (C is M x N, the inner dimension K)");
+    };
+    let version = match a.kernel.as_deref() {
+        None => None,
+        Some(name) => match gemm::version(name) {
+            Some(v) => Some(v),
+            None => {
+                let names: Vec<&str> = gemm::VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!(
+                    "unknown gemm version `{name}`: use one of {}, or bug_no_edge_guard",
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let t = |b: bool| if b { Trans::T } else { Trans::N };
+    let g = Gemm::new(m, n, k)
+        .transposed(t(a.trans_a), t(a.trans_b))
+        .batched(a.batch.unwrap_or(1))
+        .scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let v = version.unwrap_or_else(|| gemm::default_version(&g));
+    println!(
+        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} batch={} alpha={} beta={} dtype=f32 backend={} version={} seed={seed} offset={}",
+        g.trans_a,
+        g.trans_b,
+        g.batch,
+        g.alpha,
+        g.beta,
+        ctx.backend(),
+        v.name,
+        a.offset
+    );
+    let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
+    match verify::gemm_with(&ctx, &case, v) {
+        Ok(report) => {
+            println!("{report}");
+            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
+        Err(e) => {
+            println!("FAIL error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The GEMM part of the emulator sweep: every version on odd shapes, all four transpose
+/// pairs, with a batch and alpha/beta.
+fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
+    use ferrokern::gemm::{Gemm, Trans, VERSIONS};
+    if !gemm_selected(filter) {
+        return true;
+    }
+    println!("\n{:<18} {:<16} {:>4} {:>11}  result", "gemm version", "m x n x k", "op", "max_rel");
+    let (mut count, mut failed) = (0, 0);
+    for v in VERSIONS {
+        for (m, n, k) in [(1, 255, 101), (127, 129, 133), (70, 3, 0)] {
+            for (ta, tb) in [(Trans::N, Trans::N), (Trans::N, Trans::T), (Trans::T, Trans::N), (Trans::T, Trans::T)] {
+                let g = Gemm::new(m, n, k).transposed(ta, tb).batched(2).scaled(1.5, -0.5);
+                let case = verify::GemmCase { gemm: g, seed: 11, offset: 0 };
+                count += 1;
+                let op = format!("{ta:?}{tb:?}");
+                match verify::gemm_with(ctx, &case, v) {
+                    Ok(rep) => {
+                        failed += !rep.passed() as usize;
+                        if m == 127 || !rep.passed() {
+                            println!(
+                                "{:<18} {:<16} {:>4} {:>11.2e}  {}",
+                                v.name,
+                                format!("{m}x{n}x{k}"),
+                                op,
+                                rep.max_rel_err,
+                                if rep.passed() { "PASS".to_string() } else { rep.to_string() }
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        println!("{:<18} {:<16} {:>4}  ERROR {e}", v.name, format!("{m}x{n}x{k}"), op);
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "gemm emulator sweep: {} passed, {failed} failed (rows shown: 127x129x133 and any failure)",
+        count - failed
+    );
+    failed == 0
+}
+
+/// The GEMM bench on the GPU: each version checked on an odd shape first (a fast wrong kernel
+/// is not a result), then timed on every shape of `bench::GEMM_SHAPES` against cuBLAS.
+fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
+    use ferrokern::gemm::{Gemm, Trans, VERSIONS};
+    let cublas = match ferrokern::cublas::Cublas::load(ctx) {
+        Ok(c) => {
+            println!("\ngemm baseline: cuBLAS SGEMM from {}", c.path);
+            Some(c)
+        }
+        Err(e) => {
+            println!("\ngemm baseline: none ({e}); the versions are timed without a ratio");
+            None
+        }
+    };
+    let mut checked = Vec::new();
+    for v in VERSIONS {
+        let mut good = true;
+        for (ta, tb) in [(Trans::N, Trans::N), (Trans::T, Trans::T)] {
+            let g = Gemm::new(131, 257, 67).transposed(ta, tb).scaled(1.0, 0.5);
+            match verify::gemm_with(ctx, &verify::GemmCase { gemm: g, seed: 5, offset: 0 }, v) {
+                Ok(r) if r.passed() => {}
+                Ok(r) => {
+                    println!("gemm {} {ta:?}{tb:?}: {r}", v.name);
+                    good = false;
+                }
+                Err(e) => {
+                    println!("gemm {} {ta:?}{tb:?}: {e}", v.name);
+                    good = false;
+                }
+            }
+        }
+        *ok &= good;
+        if good {
+            checked.push(v);
+        }
+    }
+    println!(
+        "{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
+        "gemm version", "m x n x k", "median ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
+    );
+    let mut rows = Vec::new();
+    for &(m, n, k) in bench::GEMM_SHAPES {
+        let mut w = match bench::GemmWorkload::new(ctx, m, n, k) {
+            Ok(w) => w,
+            Err(e) => {
+                println!("gemm {m}x{n}x{k}: {e}");
+                *ok = false;
+                continue;
+            }
+        };
+        let base = match bench::gemm_cublas(ctx, &mut w, cublas.as_ref()) {
+            Ok(b) => b,
+            Err(e) => {
+                println!("cuBLAS {m}x{n}x{k}: {e}");
+                None
+            }
+        };
+        for &v in &checked {
+            match bench::gemm(ctx, v, &mut w, base) {
+                Ok(r) => {
+                    let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
+                    println!(
+                        "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
+                        r.version,
+                        r.shape,
+                        r.median_ms,
+                        r.tflops,
+                        opt(r.cublas_median_ms, 4),
+                        opt(r.cublas_tflops, 2),
+                        opt(r.ratio, 3)
+                    );
+                    rows.push(r);
+                }
+                Err(e) => {
+                    println!("gemm {} {m}x{n}x{k}: {e}", v.name);
+                    *ok = false;
+                }
+            }
+        }
+    }
+    rows
 }

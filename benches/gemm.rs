@@ -1,0 +1,57 @@
+//! Criterion benches of the SGEMM ladder on the GPU: every version in `gemm::VERSIONS` on a
+//! 2048^3 and a 4096^3 problem, each group with cuBLAS SGEMM (loaded at run time) as its
+//! baseline, timed with CUDA events inside `iter_custom`; throughput in FLOPs. Without a GPU:
+//! `SKIP:` and a clean exit; without cuBLAS, the versions run alone and the bench says so.
+
+use criterion::{Criterion, Throughput};
+use ferrokern::bench::GemmWorkload;
+use ferrokern::cublas::Cublas;
+use ferrokern::gemm::VERSIONS;
+use ferrokern::{BackendChoice, Context, Result};
+use std::time::Duration;
+
+fn gpu_time(ctx: &Context, iters: u64, mut f: impl FnMut() -> Result<()>) -> Duration {
+    let ms = ctx
+        .time_runs(1, 1, false, || {
+            for _ in 0..iters {
+                f()?;
+            }
+            Ok(())
+        })
+        .expect("timed run");
+    Duration::from_secs_f64(ms[0] / 1e3)
+}
+
+fn main() {
+    let ctx = match ferrokern::context(BackendChoice::Gpu) {
+        Ok(c) => c,
+        Err(_) => {
+            println!("SKIP: no CUDA device; the gemm benches need a GPU");
+            return;
+        }
+    };
+    let cublas = match Cublas::load(&ctx) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            println!("no cuBLAS baseline: {e}");
+            None
+        }
+    };
+    let mut c = Criterion::default().configure_from_args();
+    for n in [2048, 4096] {
+        let mut w = GemmWorkload::new(&ctx, n, n, n).expect("workload");
+        let mut g = c.benchmark_group(format!("gemm/f32/{n}x{n}x{n}"));
+        g.throughput(Throughput::Elements(w.gemm.flops() as u64));
+        g.sample_size(10);
+        for v in VERSIONS {
+            g.bench_function(v.name, |b| b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx, v))));
+        }
+        if let Some(cb) = &cublas {
+            g.bench_function("cublas (baseline)", |b| {
+                b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run_cublas(cb)))
+            });
+        }
+        g.finish();
+    }
+    c.final_summary();
+}
