@@ -95,10 +95,11 @@ pub fn elementwise(ctx: &Context, op: Op, dtype: DType, n: usize) -> Result<Meas
     }
 }
 
-/// Row-op shapes in the sweep (rows, cols): long rows past the register cache, the common
-/// 4096-wide hidden size, short rows, and a GPT-2 vocabulary for cross-entropy. Every shape
+/// Row-op shapes in the sweep (rows, cols): the common 4096-wide hidden size, long rows past
+/// the register cache, short rows, and few very long rows (the split strategy where an op
+/// has it). Every shape
 /// moves at least 256 MB in f32.
-pub const ROW_SHAPES: &[(usize, usize)] = &[(32_768, 4096), (4096, 32_768), (1 << 20, 128)];
+pub const ROW_SHAPES: &[(usize, usize)] = &[(32_768, 4096), (4096, 32_768), (1 << 20, 128), (64, 1 << 20)];
 /// Cross-entropy's shape: 8192 tokens over a 50257-word vocabulary.
 pub const CROSS_ENTROPY_SHAPE: (usize, usize) = (8192, 50_257);
 
@@ -239,7 +240,7 @@ fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measureme
     Ok(Measurement {
         family: "rows",
         op: op.name().into(),
-        version: format!("{:?}", crate::rows::RowStrategy::for_cols(shape.cols)).to_lowercase(),
+        version: format!("{:?}", row_strategy(op, shape)).to_lowercase(),
         shape: format!("{}x{}", shape.rows, shape.cols),
         dtype: T::NAME,
         median_ms: med,
@@ -251,6 +252,17 @@ fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measureme
         baseline_gbps: bytes as f64 / (base * 1e6),
         ratio: base / med,
     })
+}
+
+/// The strategy the launcher picks for `op` on `shape` (split exists for reductions and softmax).
+pub fn row_strategy(op: RowOp, shape: Rows) -> crate::rows::RowStrategy {
+    use crate::rows::RowStrategy;
+    match op {
+        RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::Softmax | RowOp::LogSoftmax => {
+            RowStrategy::for_shape(shape.rows, shape.cols)
+        }
+        _ => RowStrategy::for_cols(shape.cols),
+    }
 }
 
 /// Measures one row op on `shape` of `dtype` against the copy baseline.

@@ -113,7 +113,8 @@ struct VerifyArgs {
     /// `verify` really fails a wrong kernel (hidden: not for users).
     #[arg(long, hide = true)]
     kernel: Option<String>,
-    /// Row ops: force the warp-per-row or block-per-row kernel (auto picks by --cols).
+    /// Row ops: force the warp-per-row, block-per-row or split (several blocks per row) kernel;
+    /// auto picks by shape.
     #[arg(long)]
     strategy: Option<String>,
     /// Values near the dtype's limit (+-1e30 f32/bf16, +-6e4 f16).
@@ -267,14 +268,17 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
             None | Some("auto") => None,
             Some("warp") => Some(RowStrategy::Warp),
             Some("block") => Some(RowStrategy::Block),
-            Some(other) => return bad_args(format!("unknown strategy `{other}`: use auto, warp or block")),
+            Some("split") => Some(RowStrategy::Split),
+            Some(other) => return bad_args(format!("unknown strategy `{other}`: use auto, warp, block or split")),
         };
         let ctx = match ferrokern::context(a.backend) {
             Ok(c) => c,
             Err(e) => return bad_args(e),
         };
         let shape = Rows::new(rows, cols);
-        let chosen = strategy.unwrap_or(RowStrategy::for_cols(cols));
+        let split_op = matches!(op, RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::Softmax | RowOp::LogSoftmax);
+        let chosen =
+            strategy.unwrap_or(if split_op { RowStrategy::for_shape(rows, cols) } else { RowStrategy::for_cols(cols) });
         println!(
             "verify {} rows={rows} cols={cols} dtype={} backend={} strategy={chosen:?} seed={seed} offset={}",
             op.name(),
