@@ -72,3 +72,22 @@ fn elementwise_sass_uses_128_bit_global_accesses() {
         assert_eq!(m.get("LDL").copied().unwrap_or(0) + m.get("STL").copied().unwrap_or(0), 0, "{k} uses local memory");
     }
 }
+
+#[test]
+fn top_gemm_version_uses_128_bit_shared_loads_and_ffma() {
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    let top = ferrokern::gpu_kernels::gemm::VERSIONS.last().expect("the ladder has versions");
+    for (arch, ptx) in ferrokern::PTX {
+        let (_, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        let m = mix.get(top.kernel.name).unwrap_or_else(|| panic!("{} missing from the {arch} SASS", top.kernel.name));
+        let get = |c: &str| m.get(c).copied().unwrap_or(0);
+        // Shared operands in 128-bit loads (LDS.128, not 4 LDS or generic LD), a fully
+        // unrolled register-tile outer product (FFMA), no local memory.
+        assert!(get("LDS.128") >= 4, "{arch} {}: {} LDS.128 in {m:?}", top.name, get("LDS.128"));
+        assert!(get("FFMA") >= 128, "{arch} {}: {} FFMA in {m:?}", top.name, get("FFMA"));
+        assert_eq!(get("LDL") + get("STL"), 0, "{arch} {}: local memory in {m:?}", top.name);
+        println!("{arch} {}: {} LDS.128, {} FFMA, no local memory", top.name, get("LDS.128"), get("FFMA"));
+    }
+}

@@ -100,6 +100,10 @@ pub const ALL_KERNELS: &[(&str, &[&str])] = &[
 /// Threads per block the host launches kernel `name` with, for the offline launchability
 /// check (registers x threads must fit the SM's 65536 registers). Each family answers for
 /// its own kernels; a new family adds its function here.
+#[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    elementwise::launch_threads(name).or_else(|| rows::launch_threads(name)).or_else(|| selftest::launch_threads(name))
+    elementwise::launch_threads(name)
+        .or_else(|| rows::launch_threads(name))
+        .or_else(|| gemm::launch_threads(name))
+        .or_else(|| selftest::launch_threads(name))
 }

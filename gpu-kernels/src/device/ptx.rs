@@ -115,25 +115,81 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     old
 }
 
+/// The shared-window address of element `i` of a view at byte `offset` of the dynamic segment.
 #[inline(always)]
-fn shared_ptr<T>(offset: u32, i: u32) -> *mut T {
-    let base: u64;
-    // SAFETY: takes the generic address of the dynamic shared segment.
-    unsafe { asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack)) };
-    (base + offset as u64 + i as u64 * core::mem::size_of::<T>() as u64) as *mut T
+fn shared_addr<T>(offset: u32, i: u32) -> u32 {
+    let base: u32;
+    // SAFETY: takes the shared-space address of the dynamic shared segment.
+    unsafe { asm!("mov.u32 {b}, dyn_smem;", b = out(reg32) base, options(pure, nomem, nostack)) };
+    base + offset + i * core::mem::size_of::<T>() as u32
 }
 
+// Shared accesses go through `ld.shared`/`st.shared` with 32-bit shared-window addresses:
+// through a generic pointer LLVM cannot prove the address space and emits generic `ld`/`st`
+// (SASS `LD`/`ST` instead of `LDS`/`STS`, and no `LDS.128`). The size match is resolved at
+// compile time; vector forms need the type's alignment to match their width.
 #[inline(always)]
 pub fn shared_load<T: Copy>(offset: u32, _len: u32, i: u32) -> T {
-    // SAFETY: the view lies inside the launch's dynamic shared size (the layout is a const of
-    // the kernel's config and the launcher passes its size); `i < len` is checked on the emulator.
-    unsafe { shared_ptr::<T>(offset, i).read() }
+    let a = shared_addr::<T>(offset, i);
+    let (size, align) = (core::mem::size_of::<T>(), core::mem::align_of::<T>());
+    // SAFETY (every arm): the view lies inside the launch's dynamic shared size (the layout is
+    // a const of the kernel's config and the launcher passes its size), `i < len` is checked
+    // on the emulator, and the element is aligned to its type (checked there too); the arms
+    // reinterpret exactly `size_of::<T>()` bytes.
+    unsafe {
+        if size == 16 && align >= 16 {
+            let (x, y, z, w): (u32, u32, u32, u32);
+            asm!("ld.shared.v4.b32 {{{x}, {y}, {z}, {w}}}, [{a}];", a = in(reg32) a, x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w, options(readonly, nostack, preserves_flags));
+            core::mem::transmute_copy(&[x, y, z, w])
+        } else if size == 8 && align >= 8 {
+            let (x, y): (u32, u32);
+            asm!("ld.shared.v2.b32 {{{x}, {y}}}, [{a}];", a = in(reg32) a, x = out(reg32) x, y = out(reg32) y, options(readonly, nostack, preserves_flags));
+            core::mem::transmute_copy(&[x, y])
+        } else if size == 4 {
+            let x: u32;
+            asm!("ld.shared.b32 {x}, [{a}];", a = in(reg32) a, x = out(reg32) x, options(readonly, nostack, preserves_flags));
+            core::mem::transmute_copy(&x)
+        } else if size == 2 {
+            let x: u16;
+            asm!("ld.shared.b16 {x}, [{a}];", a = in(reg32) a, x = out(reg16) x, options(readonly, nostack, preserves_flags));
+            core::mem::transmute_copy(&x)
+        } else {
+            generic_shared_ptr::<T>(offset, i).read()
+        }
+    }
 }
 
 #[inline(always)]
 pub fn shared_store<T: Copy>(offset: u32, _len: u32, i: u32, v: T) {
+    let a = shared_addr::<T>(offset, i);
+    let (size, align) = (core::mem::size_of::<T>(), core::mem::align_of::<T>());
     // SAFETY: as in `shared_load`.
-    unsafe { shared_ptr::<T>(offset, i).write(v) }
+    unsafe {
+        if size == 16 && align >= 16 {
+            let [x, y, z, w]: [u32; 4] = core::mem::transmute_copy(&v);
+            asm!("st.shared.v4.b32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg32) a, x = in(reg32) x, y = in(reg32) y, z = in(reg32) z, w = in(reg32) w, options(nostack, preserves_flags));
+        } else if size == 8 && align >= 8 {
+            let [x, y]: [u32; 2] = core::mem::transmute_copy(&v);
+            asm!("st.shared.v2.b32 [{a}], {{{x}, {y}}};", a = in(reg32) a, x = in(reg32) x, y = in(reg32) y, options(nostack, preserves_flags));
+        } else if size == 4 {
+            let x: u32 = core::mem::transmute_copy(&v);
+            asm!("st.shared.b32 [{a}], {x};", a = in(reg32) a, x = in(reg32) x, options(nostack, preserves_flags));
+        } else if size == 2 {
+            let x: u16 = core::mem::transmute_copy(&v);
+            asm!("st.shared.b16 [{a}], {x};", a = in(reg32) a, x = in(reg16) x, options(nostack, preserves_flags));
+        } else {
+            generic_shared_ptr::<T>(offset, i).write(v)
+        }
+    }
+}
+
+/// Other sizes: a generic pointer into the shared window.
+#[inline(always)]
+fn generic_shared_ptr<T>(offset: u32, i: u32) -> *mut T {
+    let base: u64;
+    // SAFETY: takes the generic address of the dynamic shared segment.
+    unsafe { asm!("cvta.shared.u64 {p}, dyn_smem;", p = out(reg64) base, options(pure, nomem, nostack)) };
+    (base + offset as u64 + i as u64 * core::mem::size_of::<T>() as u64) as *mut T
 }
 
 #[inline(always)]

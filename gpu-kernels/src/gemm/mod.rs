@@ -383,6 +383,12 @@ pub const VERSIONS: &[GemmVersion] = &[
     GemmVersion { name: "v08_double_buffer", kernel: &GEMM_V08_DOUBLE_BUFFER, tiling: v08_double_buffer::TILING },
 ];
 
+/// Threads per block of `name` if it is a GEMM kernel (a rung or the broken variant).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_threads(name: &str) -> Option<u32> {
+    VERSIONS.iter().chain([&BUG_NO_EDGE_GUARD]).find(|v| v.kernel.name == name).map(|v| v.tiling.threads())
+}
+
 /// The deliberately broken variant (not a rung; tests assert the harness rejects it).
 #[cfg(not(target_arch = "nvptx64"))]
 pub const BUG_NO_EDGE_GUARD: GemmVersion =
