@@ -26,6 +26,15 @@ def render():
     for m in doc["measurements"]:
         out.append(f"| {m['family']} | {m['op']} | {m['version']} | {m['shape']} | {m['dtype']} | "
                    f"{m['median_ms']:.4f} | {m['gbps']:.1f} | {m['baseline']} | {m['ratio']:.3f} |")
+    gemm = doc.get("gemm") or []
+    if gemm:
+        out += ["", "SGEMM (f32, NN, alpha 1, beta 0) against cuBLAS SGEMM in the same run:", "",
+                "| version | shape (m x n x k) | median ms | TFLOP/s | cuBLAS TFLOP/s | ratio to cuBLAS |",
+                "|---|---|---:|---:|---:|---:|"]
+        fmt = lambda v, f: "n/a" if v is None else format(v, f)
+        for g in gemm:
+            out.append(f"| {g['version']} | {g['shape']} | {g['median_ms']:.4f} | {g['tflops']:.2f} | "
+                       f"{fmt(g.get('cublas_tflops'), '.2f')} | {fmt(g.get('ratio'), '.3f')} |")
     return "\n".join(out) + "\n"
 
 

@@ -9,5 +9,7 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== README results table is generated from results/*.json"
+python3 scripts/results_table.py --check || { echo "README results are stale: run scripts/results_table.py" >&2; exit 1; }
 echo "== cargo test"
 cargo test --workspace --locked -- --show-output
