@@ -39,8 +39,11 @@ fn problem(m: usize, n: usize, k: usize, ta: bool, tb: bool, batch: usize, pad: 
     Gemm { stride_a: g.stride_a + pad, stride_c: g.stride_c + 3 * pad, ..g }
 }
 
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 40;
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_version_matches_reference(
@@ -53,7 +56,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
-        for ctx in common::backends("gemm_every_version_matches_reference") {
+        for ctx in common::property_backends("gemm_every_version_matches_reference", common::cases(CASES)) {
             for v in VERSIONS {
                 run(&ctx, v, case);
             }

@@ -101,6 +101,26 @@ fn softmax_rows_sum_to_one_and_masked_rows_are_zero() {
 }
 
 #[test]
+fn a_million_columns() {
+    // The upper end: one row of 1,000,003 columns (split strategy, 123 segments).
+    for ctx in common::backends("a_million_columns") {
+        for op in [RowOp::Softmax, RowOp::LogSoftmax, RowOp::Sum, RowOp::Argmax] {
+            let case = RowCase {
+                op,
+                dtype: DType::BF16,
+                shape: Rows::new(1, 1_000_003),
+                seed: 1,
+                offset: 1,
+                values: Values::Finite,
+                strategy: None,
+            };
+            let r = verify::rows(&ctx, &case).unwrap();
+            assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+        }
+    }
+}
+
+#[test]
 fn split_rows_match_reference() {
     assert_eq!(RowStrategy::for_shape(3, 40_000), RowStrategy::Split);
     for ctx in common::backends("split_rows") {
