@@ -21,7 +21,13 @@ log "rust $(rustc --version)"
 # 2. ptxas + nvdisasm (offline PTX/SASS validation, no GPU needed).
 venv=.tools/venv
 if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    # Debian's own python3 ships venv separately.
+    rm -rf "$venv"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
 fi
 if ! ls "$venv"/lib/python*/site-packages/nvidia/cuda_nvcc/bin/ptxas >/dev/null 2>&1 \
    || ! ls "$venv"/lib/python*/site-packages/nvidia/*/bin/nvdisasm >/dev/null 2>&1; then
