@@ -14,6 +14,7 @@
 pub mod device;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_tc;
 pub mod norm;
 pub mod reduce;
 pub mod rows;
@@ -94,6 +95,7 @@ pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("norm", norm::KERNEL_NAMES),
     ("softmax", softmax::KERNEL_NAMES),
     ("gemm", gemm::KERNEL_NAMES),
+    ("gemm_tc", gemm_tc::KERNEL_NAMES),
     ("selftest", selftest::KERNEL_NAMES),
 ];
 
@@ -105,5 +107,6 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     elementwise::launch_threads(name)
         .or_else(|| rows::launch_threads(name))
         .or_else(|| gemm::launch_threads(name))
+        .or_else(|| gemm_tc::launch_threads(name))
         .or_else(|| selftest::launch_threads(name))
 }

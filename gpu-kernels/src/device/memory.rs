@@ -231,6 +231,13 @@ impl<T: Copy> Shared<T> {
         self.len
     }
 
+    /// The view's byte offset in the dynamic shared segment (for warp-wide loads such as
+    /// `ldmatrix`, which take shared addresses).
+    #[inline(always)]
+    pub const fn offset(&self) -> u32 {
+        self.offset
+    }
+
     #[inline(always)]
     pub const fn is_empty(&self) -> bool {
         self.len == 0

@@ -17,6 +17,7 @@
 mod element;
 pub mod math;
 mod memory;
+pub mod mma;
 pub mod reduce;
 pub mod warp;
 

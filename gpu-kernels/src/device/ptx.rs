@@ -318,3 +318,92 @@ pub fn f32_to_bf16(x: f32) -> u16 {
     unsafe { asm!("cvt.rn.bf16.f32 {r}, {x};", r = out(reg16) r, x = in(reg32) x, options(pure, nomem, nostack)) };
     r
 }
+
+// Tensor cores (sm_80+): see `device::mma` for the fragment layouts these instructions use.
+
+#[inline(always)]
+pub fn mma_m16n8k16(kind: super::mma::MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: register-only arithmetic; `.sync.aligned` requires the whole warp to execute it
+    // with the same kind, which the kernels do (warp-uniform control flow; the emulator checks).
+    unsafe {
+        match kind {
+            super::mma::MmaKind::Bf16 => asm!(
+                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                options(pure, nomem, nostack)
+            ),
+            super::mma::MmaKind::F16 => asm!(
+                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                options(pure, nomem, nostack)
+            ),
+        }
+    }
+    [d0, d1, d2, d3]
+}
+
+#[inline(always)]
+pub fn ldmatrix<const N: usize>(offset: u32, _len: u32, i: u32, elem: u32, trans: bool) -> [u32; N] {
+    let a = shared_addr::<u8>(offset, i * elem);
+    let mut r = [0u32; N];
+    // SAFETY: every lane's row lies inside the view (the kernel's index math, checked on the
+    // emulator) and is 16-byte aligned; the whole warp executes the same ldmatrix.
+    unsafe {
+        match (N, trans) {
+            (1, false) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {{{r0}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], options(readonly, nostack))
+            }
+            (1, true) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {{{r0}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], options(readonly, nostack))
+            }
+            (2, false) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{r0}, {r1}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], r1 = out(reg32) r[1], options(readonly, nostack))
+            }
+            (2, true) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{r0}, {r1}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], r1 = out(reg32) r[1], options(readonly, nostack))
+            }
+            (4, false) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], r1 = out(reg32) r[1], r2 = out(reg32) r[2], r3 = out(reg32) r[3], options(readonly, nostack))
+            }
+            _ => {
+                asm!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];", a = in(reg32) a, r0 = out(reg32) r[0], r1 = out(reg32) r[1], r2 = out(reg32) r[2], r3 = out(reg32) r[3], options(readonly, nostack))
+            }
+        }
+    }
+    r
+}
+
+#[inline(always)]
+pub fn cp_async_16<T>(dst_offset: u32, _dst_len: u32, di: u32, src: usize, _src_len: usize, si: usize, src_bytes: u32) {
+    let d = shared_addr::<T>(dst_offset, di);
+    let s = src + si * core::mem::size_of::<T>();
+    // SAFETY: the kernel keeps `si` (when `src_bytes > 0`) and `di` inside their views with
+    // 16-byte aligned addresses (checked on the emulator); `src_bytes <= 16` zero-fills the rest.
+    unsafe {
+        asm!(
+            "{{ .reg .b64 g; cvta.to.global.u64 g, {s}; cp.async.cg.shared.global [{d}], [g], 16, {n}; }}",
+            d = in(reg32) d, s = in(reg64) s, n = in(reg32) src_bytes,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+#[inline(always)]
+pub fn cp_async_commit() {
+    // SAFETY: closes this thread's cp.async group; no operands.
+    unsafe { asm!("cp.async.commit_group;", options(nostack, preserves_flags)) }
+}
+
+#[inline(always)]
+pub fn cp_async_wait_group<const N: u32>() {
+    // SAFETY: waits for this thread's older cp.async groups; a memory clobber (no `nomem`)
+    // keeps shared loads after it.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
+}

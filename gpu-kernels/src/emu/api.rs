@@ -163,3 +163,5 @@ pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
 pub fn max_nan(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
 }
+
+pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix, mma_m16n8k16};

@@ -26,10 +26,24 @@ pub(crate) enum WarpOp {
     Shfl(ShflMode),
     Vote(VoteMode),
     Sync,
+    /// `mma.sync` m16n8k16 (see `emu::mma`).
+    Mma(crate::device::mma::MmaKind),
+    /// `ldmatrix.sync` of `n` 8x8 matrices.
+    Ldmatrix {
+        n: u8,
+        trans: bool,
+    },
 }
 
 impl std::fmt::Display for WarpOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WarpOp::Mma(kind) => return write!(f, "mma.sync.m16n8k16 ({kind:?})"),
+            WarpOp::Ldmatrix { n, trans } => {
+                return write!(f, "ldmatrix.x{n}{}", if *trans { ".trans" } else { "" });
+            }
+            _ => {}
+        }
         f.write_str(match self {
             WarpOp::Shfl(ShflMode::Idx) => "shfl_idx_sync",
             WarpOp::Shfl(ShflMode::Up) => "shfl_up_sync",
@@ -39,6 +53,7 @@ impl std::fmt::Display for WarpOp {
             WarpOp::Vote(VoteMode::Any) => "any_sync",
             WarpOp::Vote(VoteMode::Ballot) => "ballot_sync",
             WarpOp::Sync => "sync_warp",
+            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } => unreachable!("written above"),
         })
     }
 }
@@ -95,6 +110,8 @@ pub(crate) struct BlockCtx {
     pub warp_epoch: Vec<Cell<u32>>,
     pub posts: RefCell<Vec<Option<Post>>>,
     pub results: Vec<Cell<u32>>,
+    /// Tensor-core state: wide collective words and pending `cp.async` copies.
+    pub tc: super::mma::TcState,
 }
 
 impl BlockCtx {
@@ -158,6 +175,7 @@ impl BlockRunner {
             warp_epoch: (0..warps).map(|_| Cell::new(0)).collect(),
             posts: RefCell::new(vec![None; n]),
             results: (0..n).map(|_| Cell::new(0)).collect(),
+            tc: super::mma::TcState::new(n),
         };
         let threads: Vec<ThreadCtx> = (0..n as u32)
             .map(|l| ThreadCtx {
@@ -310,6 +328,9 @@ impl BlockRunner {
                         }
                     }
                 }
+                if matches!(p.op, WarpOp::Mma(_) | WarpOp::Ldmatrix { .. }) {
+                    super::mma::resolve(p.op, p.mask, block, base)?;
+                }
                 let value = |lane: usize| posts[base + lane].expect("posted").value;
                 for m in 0..lanes {
                     if p.mask & (1 << m) == 0 {
@@ -317,7 +338,7 @@ impl BlockRunner {
                     }
                     let q = posts[base + m].expect("posted");
                     let r = match p.op {
-                        WarpOp::Sync => 0,
+                        WarpOp::Sync | WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } => 0,
                         WarpOp::Vote(mode) => {
                             let mut ballot = 0u32;
                             for k in 0..lanes {

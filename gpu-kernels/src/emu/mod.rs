@@ -28,6 +28,7 @@
 
 pub(crate) mod api;
 mod block;
+mod mma;
 mod shadow;
 
 use crate::{Dim3, KernelDef};

@@ -139,6 +139,33 @@ impl SharedMem {
         Ok(())
     }
 
+    /// Checks a write of `size` bytes at `offset` for races as [`SharedMem::track`] would,
+    /// without recording it: a `cp.async` destination at issue, whose bytes land later.
+    pub fn check_write(
+        &self,
+        t: &ThreadCtx,
+        block: &BlockCtx,
+        offset: u32,
+        size: u32,
+        at: Loc,
+    ) -> Result<(), FaultKind> {
+        let now = Self::stamp(t, block, at);
+        let shadow = self.shadow.borrow();
+        for g in offset / GRANULE..(offset + size).div_ceil(GRANULE) {
+            let gr = &shadow[g as usize];
+            let byte = g * GRANULE;
+            if !Self::ordered(&gr.write, &now) {
+                return Err(Self::race(block, byte, &gr.write, true, &now, true));
+            }
+            for r in [gr.read, gr.read2] {
+                if !Self::ordered(&r, &now) {
+                    return Err(Self::race(block, byte, &r, false, &now, true));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The uninitialized read of the interval that just ended, if any: (reader, error).
     pub fn take_uninit_read(&self, block: &BlockCtx) -> Option<(crate::Dim3, FaultKind)> {
         self.pending_uninit.take().map(|(offset, s)| {

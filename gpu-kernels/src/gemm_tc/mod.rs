@@ -1,0 +1,176 @@
+//! Tensor-core GEMM, `C = alpha * A * B + beta * C` with bf16 or f16 A and B, f32 accumulate
+//! and f32 C, on sm_80's `mma.sync` m16n8k16 (see [`crate::device::mma`]). A ladder like
+//! [`crate::gemm`]; one file per step:
+//!
+//! | version | adds |
+//! |---|---|
+//! | [`v01_mma`] | 128 x 128 x 32 block tiles, 8 warps of 64 x 32 warp tiles, cp.async into two shared stages, ldmatrix fragments, m16n8k16 mma |
+//!
+//! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
+//!
+//! # Semantics
+//! NN, row-major with leading dimensions: A is `M x K` (`lda`), B is `K x N` (`ldb`), C is
+//! `M x N` (`ldc`). Any `M, N, K >= 0`: `K = 0` gives `beta * C`, `beta = 0` does not read C.
+//!
+//! # Safety
+//! The launcher guarantees every view holds the elements the shape reaches, the grid covers
+//! `ceil(N / BN) x ceil(M / BM)`, the dynamic shared segment is [`TcTiling::shared_bytes`],
+//! and `vec_a` / `vec_b` are nonzero only when the operand's view is 16-byte aligned and its
+//! leading dimension is a multiple of 8 elements (the cp.async path); otherwise tiles are
+//! staged with guarded scalar loads. Every global access is guarded against `M, N, K`.
+
+use crate::device::mma::MmaInput;
+use crate::device::{Global, GlobalMut};
+
+pub mod probe;
+pub mod v01_mma;
+
+/// The parameters of every tensor-core GEMM kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TcParams<T: MmaInput> {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub lda: u32,
+    pub ldb: u32,
+    pub ldc: u32,
+    /// Nonzero: A's rows may be copied in 16-byte chunks (cp.async); see the Safety section.
+    pub vec_a: u32,
+    /// Nonzero: B's rows may be copied in 16-byte chunks.
+    pub vec_b: u32,
+    pub alpha: f32,
+    pub beta: f32,
+    pub a: Global<T>,
+    pub b: Global<T>,
+    pub c: GlobalMut<f32>,
+}
+
+/// A version's tile shape; threads, fragment counts and shared layout are derived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcTiling {
+    /// The block's C tile and the depth of one k-step.
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    /// One warp's C tile.
+    pub wm: u32,
+    pub wn: u32,
+    /// Shared stages (2: double buffering).
+    pub stages: u32,
+    /// Halves of padding after each shared row: shifts consecutive rows across banks so the
+    /// 8 rows of one ldmatrix hit different banks.
+    pub pad: u32,
+}
+
+impl TcTiling {
+    pub const fn warps(self) -> u32 {
+        (self.bm / self.wm) * (self.bn / self.wn)
+    }
+    pub const fn threads(self) -> u32 {
+        self.warps() * 32
+    }
+    /// m16 tiles and n8 tiles per warp.
+    pub const fn mi(self) -> u32 {
+        self.wm / 16
+    }
+    pub const fn ni(self) -> u32 {
+        self.wn / 8
+    }
+    /// Row pitch (elements) of the shared A tile (`bm x bk`) and B tile (`bk x bn`).
+    pub const fn a_ld(self) -> u32 {
+        self.bk + self.pad
+    }
+    pub const fn b_ld(self) -> u32 {
+        self.bn + self.pad
+    }
+    pub const fn a_tile(self) -> u32 {
+        self.bm * self.a_ld()
+    }
+    pub const fn b_tile(self) -> u32 {
+        self.bk * self.b_ld()
+    }
+    /// Byte offsets of stage `s`'s A and B tiles (2-byte elements).
+    pub const fn a_offset(self, s: u32) -> u32 {
+        s * 2 * (self.a_tile() + self.b_tile())
+    }
+    pub const fn b_offset(self, s: u32) -> u32 {
+        self.a_offset(s) + 2 * self.a_tile()
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.a_offset(self.stages)
+    }
+    /// 16-byte chunks of one A tile and one B tile.
+    pub const fn a_chunks(self) -> u32 {
+        self.bm * self.bk / 8
+    }
+    pub const fn b_chunks(self) -> u32 {
+        self.bk * self.bn / 8
+    }
+    pub const fn check(self) -> Self {
+        assert!(self.bm.is_multiple_of(self.wm) && self.bn.is_multiple_of(self.wn), "warp tiles divide the block tile");
+        assert!(self.wm.is_multiple_of(16), "a warp tile is whole m16 tiles");
+        assert!(self.wn.is_multiple_of(16), "a warp tile is whole pairs of n8 tiles (one ldmatrix.x4.trans each)");
+        assert!(self.bk.is_multiple_of(16), "a k-step is whole k16 mma steps");
+        let t = self.threads();
+        assert!(t >= 32 && t <= 1024, "threads per block");
+        assert!(self.mi() <= 8 && self.ni() <= 8, "register tiles are unrolled up to 8");
+        assert!(self.stages == 2, "the pipeline is written for two stages");
+        assert!((2 * self.a_ld()).is_multiple_of(16) && (2 * self.b_ld()).is_multiple_of(16), "rows 16-byte aligned");
+        assert!(
+            self.a_chunks().is_multiple_of(t) && self.b_chunks().is_multiple_of(t),
+            "every thread copies as many chunks"
+        );
+        assert!(self.shared_bytes() <= 48 * 1024, "under the 48 KB that needs no opt-in");
+        self
+    }
+}
+
+crate::kernels! {
+    /// v01: mma.sync m16n8k16, bf16 inputs.
+    GEMM_TC_V01_MMA_BF16 = gemm_tc_v01_mma_bf16(TcParams<half::bf16>) => v01_mma::run::<half::bf16>;
+    /// v01: mma.sync m16n8k16, f16 inputs.
+    GEMM_TC_V01_MMA_F16 = gemm_tc_v01_mma_f16(TcParams<half::f16>) => v01_mma::run::<half::f16>;
+    /// Probe: one m16n8k16 from fragments loaded straight from global memory.
+    MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
+    /// Probe: as above, f16.
+    MMA_PROBE_DIRECT_F16 = mma_probe_direct_f16(probe::ProbeParams<half::f16>) => probe::direct::<half::f16, false>;
+    /// Probe, deliberately wrong: A registers 0 and 1 swapped.
+    MMA_PROBE_BUG_SWAPPED_A = mma_probe_bug_swapped_a(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, true>;
+    /// Probe: fragments through shared memory and ldmatrix (A x4, B x2.trans).
+    MMA_PROBE_LDMATRIX_BF16 = mma_probe_ldmatrix_bf16(probe::ProbeParams<half::bf16>) => probe::via_ldmatrix::<half::bf16>;
+    /// Probe: raw ldmatrix registers for every form (`mode` picks it).
+    MMA_PROBE_LDMATRIX_RAW = mma_probe_ldmatrix_raw(probe::RawParams) => probe::raw;
+    /// Probe: cp.async into shared then back out (`mode` 1: reads before the wait, a bug).
+    MMA_PROBE_CP_ASYNC = mma_probe_cp_async(probe::RawParams) => probe::cp_async;
+}
+
+/// One rung of the ladder.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct TcVersion {
+    pub name: &'static str,
+    pub bf16: &'static crate::KernelDef<TcParams<half::bf16>>,
+    pub f16: &'static crate::KernelDef<TcParams<half::f16>>,
+    pub tiling: TcTiling,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl core::fmt::Debug for TcVersion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Every version, in ladder order.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const VERSIONS: &[TcVersion] =
+    &[TcVersion { name: "v01_mma", bf16: &GEMM_TC_V01_MMA_BF16, f16: &GEMM_TC_V01_MMA_F16, tiling: v01_mma::TILING }];
+
+/// Threads per block of `name` if it is a kernel of this family.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_threads(name: &str) -> Option<u32> {
+    if let Some(v) = VERSIONS.iter().find(|v| v.bf16.name == name || v.f16.name == name) {
+        return Some(v.tiling.threads());
+    }
+    KERNEL_NAMES.contains(&name).then_some(32)
+}

@@ -1,0 +1,136 @@
+//! One-warp kernels that pin the tensor-core layouts down against the PTX ISA (tests/mma.rs):
+//! fragments built straight from the ISA's formulas, the same through ldmatrix, the raw
+//! registers of every ldmatrix form, and cp.async. Launch with one block of 32 threads and
+//! [`PROBE_SHARED_BYTES`].
+
+use crate::device::mma::{self, MmaInput, pack2};
+use crate::device::thread::{sync_threads, thread_idx_x};
+use crate::device::{Global, GlobalMut, Shared};
+
+/// Dynamic shared bytes every probe uses.
+pub const PROBE_SHARED_BYTES: u32 = 1024;
+
+/// One m16n8k16: A 16 x 16 and B 16 x 8 (row-major, `k x n`), C and D 16 x 8 row-major f32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeParams<T: MmaInput> {
+    pub a: Global<T>,
+    pub b: Global<T>,
+    pub c: Global<f32>,
+    pub d: GlobalMut<f32>,
+}
+
+/// Words in, words out, and which form to run.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RawParams {
+    pub input: Global<u32>,
+    pub out: GlobalMut<u32>,
+    pub mode: u32,
+    pub _pad: u32,
+}
+
+#[inline(always)]
+fn group(lane: u32) -> (usize, usize) {
+    ((lane / 4) as usize, (lane % 4) as usize)
+}
+
+/// D = A B + C with every fragment built from the ISA's (row, col) formulas (module docs of
+/// `device::mma`). `SWAP_A`: registers a0/a1 swapped, the deliberate layout bug.
+#[inline(always)]
+pub fn direct<T: MmaInput, const SWAP_A: bool>(p: ProbeParams<T>) {
+    let (g, t) = group(thread_idx_x());
+    let a = |r: usize, c: usize| p.a.load(r * 16 + c).to_bits16();
+    let b = |k: usize, n: usize| p.b.load(k * 8 + n).to_bits16();
+    let mut af = [
+        pack2(a(g, 2 * t), a(g, 2 * t + 1)),
+        pack2(a(g + 8, 2 * t), a(g + 8, 2 * t + 1)),
+        pack2(a(g, 2 * t + 8), a(g, 2 * t + 9)),
+        pack2(a(g + 8, 2 * t + 8), a(g + 8, 2 * t + 9)),
+    ];
+    if SWAP_A {
+        af.swap(0, 1);
+    }
+    let bf = [pack2(b(2 * t, g), b(2 * t + 1, g)), pack2(b(2 * t + 8, g), b(2 * t + 9, g))];
+    let at = [g * 8 + 2 * t, g * 8 + 2 * t + 1, (g + 8) * 8 + 2 * t, (g + 8) * 8 + 2 * t + 1];
+    let cf = [p.c.load(at[0]), p.c.load(at[1]), p.c.load(at[2]), p.c.load(at[3])];
+    let d = mma::mma_m16n8k16::<T>(af, bf, cf);
+    for (i, &x) in at.iter().enumerate() {
+        p.d.store(x, d[i]);
+    }
+}
+
+/// As [`direct`], with A and B staged in shared memory and loaded by ldmatrix: A by x4
+/// (lanes 0-15 rows 0-15 at column 0, lanes 16-31 the same rows at column 8), B (row-major
+/// `k x n`) by x2.trans (lanes 0-15 rows k = 0-15).
+#[inline(always)]
+pub fn via_ldmatrix<T: MmaInput>(p: ProbeParams<T>) {
+    let lane = thread_idx_x();
+    let a_s = Shared::<T>::at(0, 256);
+    let b_s = Shared::<T>::at(512, 128);
+    for q in 0..8 {
+        let i = lane * 8 + q;
+        a_s.store(i, p.a.load(i as usize));
+    }
+    for q in 0..4 {
+        let i = lane * 4 + q;
+        b_s.store(i, p.b.load(i as usize));
+    }
+    sync_threads();
+    let af = mma::ldmatrix::<T, 4>(a_s, (lane % 16) * 16 + (lane / 16) * 8, false);
+    let bf = mma::ldmatrix::<T, 2>(b_s, (lane % 16) * 8, true);
+    let (g, t) = group(lane);
+    let at = [g * 8 + 2 * t, g * 8 + 2 * t + 1, (g + 8) * 8 + 2 * t, (g + 8) * 8 + 2 * t + 1];
+    let cf = [p.c.load(at[0]), p.c.load(at[1]), p.c.load(at[2]), p.c.load(at[3])];
+    let d = mma::mma_m16n8k16::<T>(af, bf, cf);
+    for (i, &x) in at.iter().enumerate() {
+        p.d.store(x, d[i]);
+    }
+}
+
+/// `input`: 128 words = four 8 x 8 matrices of halves, matrix `j` row `r` at halves
+/// `64 j + 8 r ..`. Lane `l` gives row `l % 8` of matrix `l / 8`; lanes past `8 N` give an
+/// out-of-range index, which ldmatrix must ignore. `mode = 2 log2(N) + trans`; lane `l`
+/// writes its registers to `out[4 l ..]`.
+#[inline(always)]
+pub fn raw(p: RawParams) {
+    let lane = thread_idx_x();
+    let words = Shared::<u32>::at(0, 128);
+    for q in 0..4 {
+        words.store(lane * 4 + q, p.input.load((lane * 4 + q) as usize));
+    }
+    sync_threads();
+    let halves = Shared::<u16>::at(0, 256);
+    let n = 1u32 << (p.mode / 2);
+    let trans = p.mode % 2 == 1;
+    let i = if lane < 8 * n { (lane / 8) * 64 + (lane % 8) * 8 } else { 100_000 };
+    let mut r = [0u32; 4];
+    match n {
+        1 => r[..1].copy_from_slice(&mma::ldmatrix::<u16, 1>(halves, i, trans)),
+        2 => r[..2].copy_from_slice(&mma::ldmatrix::<u16, 2>(halves, i, trans)),
+        _ => r = mma::ldmatrix::<u16, 4>(halves, i, trans),
+    }
+    for (j, &x) in r.iter().enumerate() {
+        p.out.store((lane * 4) as usize + j, x);
+    }
+}
+
+/// cp.async of 128 words: lane `l` copies chunk `l` (words `4 l .. 4 l + 4`); in mode 2 odd
+/// lanes copy only 8 source bytes (the rest zero-filled). After wait + barrier, lane `l`
+/// writes chunk `l + 1` (another lane's copy) to `out[4 l ..]`. Mode 1 is the bug: a lane
+/// reads its destination before waiting.
+#[inline(always)]
+pub fn cp_async(p: RawParams) {
+    let lane = thread_idx_x();
+    let words = Shared::<u32>::at(0, 128);
+    let src_bytes = if p.mode == 2 && lane % 2 == 1 { 8 } else { 16 };
+    mma::cp_async_16(words, lane * 4, p.input, (lane * 4) as usize, src_bytes);
+    mma::cp_async_commit();
+    let early = if p.mode == 1 { words.load(lane * 4) } else { 0 };
+    mma::cp_async_wait_group::<0>();
+    sync_threads();
+    let from = ((lane + 1) % 32) * 4;
+    for q in 0..4 {
+        p.out.store((lane * 4 + q) as usize, words.load(from + q) ^ early);
+    }
+}

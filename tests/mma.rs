@@ -1,0 +1,215 @@
+//! The tensor-core layouts, proven on the emulator (and on the GPU when present) against the
+//! PTX ISA's fragment formulas: one m16n8k16 of known matrices against a plain product, with
+//! fragments built from the formulas and through ldmatrix; the raw registers of every
+//! ldmatrix form against the ISA's distribution; cp.async with zero-fill; and the checks
+//! that must reject a mis-laid fragment (a0/a1 swapped) and a read before `cp.async.wait`.
+
+mod common;
+
+use ferrokern::gpu_kernels::emu::FaultKind;
+use ferrokern::gpu_kernels::gemm_tc::{self as tc, probe};
+use ferrokern::gpu_kernels::{Dim3, KernelDef};
+use ferrokern::{Context, Error, LaunchConfig};
+use half::{bf16, f16};
+
+const CFG: LaunchConfig =
+    LaunchConfig { grid: Dim3::x(1), block: Dim3::x(32), shared_bytes: probe::PROBE_SHARED_BYTES };
+
+/// Small integers and halves: exact in bf16 and f16, and every product and sum below is
+/// exact in f32, so the mma must match the plain product bit for bit.
+fn matrices() -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let a = (0..256).map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.5).collect();
+    let b = (0..128).map(|i| ((i * 5 % 17) as f32 - 8.0) * 0.25).collect();
+    let c = (0..128).map(|i| (i % 9) as f32 - 4.0).collect();
+    (a, b, c)
+}
+
+/// D = A B + C, plain loops in f64.
+fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f32> {
+    let mut d = vec![0.0f32; 128];
+    for i in 0..16 {
+        for j in 0..8 {
+            let mut s = c[i * 8 + j] as f64;
+            for k in 0..16 {
+                s += a[i * 16 + k] as f64 * b[k * 8 + j] as f64;
+            }
+            d[i * 8 + j] = s as f32;
+        }
+    }
+    d
+}
+
+fn run_mma<T: ferrokern::gpu_kernels::device::mma::MmaInput + ferrokern::Scalar>(
+    ctx: &Context,
+    def: &'static KernelDef<probe::ProbeParams<T>>,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+) -> Result<Vec<f32>, Error> {
+    let conv = |v: &[f32]| v.iter().map(|&x| T::from_f32(x)).collect::<Vec<T>>();
+    let (ab, bb, cb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?, ctx.upload(c)?);
+    let mut d = ctx.upload(&vec![f32::NAN; 128])?;
+    let p = probe::ProbeParams {
+        a: ab.as_view().global(),
+        b: bb.as_view().global(),
+        c: cb.as_view().global(),
+        d: d.as_view_mut().global_mut(),
+    };
+    ctx.launch(def, CFG, p)?;
+    d.to_host()
+}
+
+#[test]
+fn mma_fragments_match_plain_product() {
+    let (a, b, c) = matrices();
+    let want = product(&a, &b, &c);
+    for ctx in common::backends("mma_fragments_match_plain_product") {
+        let got = run_mma::<bf16>(&ctx, &tc::MMA_PROBE_DIRECT_BF16, &a, &b, &c).unwrap();
+        assert_eq!(got, want, "bf16 direct fragments on {}", ctx.backend());
+        let got = run_mma::<f16>(&ctx, &tc::MMA_PROBE_DIRECT_F16, &a, &b, &c).unwrap();
+        assert_eq!(got, want, "f16 direct fragments on {}", ctx.backend());
+        let got = run_mma::<bf16>(&ctx, &tc::MMA_PROBE_LDMATRIX_BF16, &a, &b, &c).unwrap();
+        assert_eq!(got, want, "bf16 fragments via ldmatrix on {}", ctx.backend());
+    }
+}
+
+/// Rounding: inputs that are not exact in bf16 are rounded by the host; the mma must then
+/// agree with the f64 product of the rounded inputs within the f32 accumulation bound.
+#[test]
+fn mma_rounded_inputs_within_f32_bound() {
+    let a: Vec<f32> = (0..256).map(|i| ((i as f32) * 0.37).sin() * 3.0).collect();
+    let b: Vec<f32> = (0..128).map(|i| ((i as f32) * 0.91).cos() * 2.0).collect();
+    let c: Vec<f32> = (0..128).map(|i| ((i as f32) * 0.13).sin()).collect();
+    let r = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect::<Vec<f32>>();
+    let (ar, br) = (r(&a), r(&b));
+    for ctx in common::backends("mma_rounded_inputs_within_f32_bound") {
+        let got = run_mma::<bf16>(&ctx, &tc::MMA_PROBE_DIRECT_BF16, &a, &b, &c).unwrap();
+        for i in 0..16 {
+            for j in 0..8 {
+                let (mut s, mut abs) = (c[i * 8 + j] as f64, c[i * 8 + j].abs() as f64);
+                for k in 0..16 {
+                    let p = ar[i * 16 + k] as f64 * br[k * 8 + j] as f64;
+                    s += p;
+                    abs += p.abs();
+                }
+                let tol = ferrokern::reference::gamma_f32(17) * abs + 1e-30;
+                let g = got[i * 8 + j] as f64;
+                assert!((g - s).abs() <= tol, "({i},{j}) on {}: got {g}, want {s}, tol {tol}", ctx.backend());
+            }
+        }
+    }
+}
+
+#[test]
+fn swapped_a_registers_give_a_wrong_product() {
+    let (a, b, c) = matrices();
+    let want = product(&a, &b, &c);
+    for ctx in common::backends("swapped_a_registers_give_a_wrong_product") {
+        let got = run_mma::<bf16>(&ctx, &tc::MMA_PROBE_BUG_SWAPPED_A, &a, &b, &c).unwrap();
+        let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+        assert!(bad > 64, "a0/a1 swapped must be caught: only {bad} of 128 elements differ on {}", ctx.backend());
+    }
+}
+
+/// The ISA's ldmatrix distribution: lane l, register j holds matrix j's (row l/4, columns
+/// 2(l%4), +1), or with .trans (rows 2(l%4), +1, column l/4).
+#[test]
+fn ldmatrix_every_form_matches_isa_distribution() {
+    let halves: Vec<u16> = (0..256).map(|i| (i * 37 + 11) as u16).collect();
+    let words: Vec<u32> = (0..128).map(|w| halves[2 * w] as u32 | (halves[2 * w + 1] as u32) << 16).collect();
+    let h = |j: usize, r: usize, c: usize| halves[64 * j + 8 * r + c] as u32;
+    for ctx in common::backends("ldmatrix_every_form_matches_isa_distribution") {
+        let input = ctx.upload(&words).unwrap();
+        for mode in 0..6u32 {
+            let (n, trans) = (1usize << (mode / 2), mode % 2 == 1);
+            let mut out = ctx.upload(&vec![0xDEAD_BEEFu32; 128]).unwrap();
+            let p = probe::RawParams {
+                input: input.as_view().global(),
+                out: out.as_view_mut().global_mut(),
+                mode,
+                _pad: 0,
+            };
+            ctx.launch(&tc::MMA_PROBE_LDMATRIX_RAW, CFG, p).unwrap();
+            let got = out.to_host().unwrap();
+            for l in 0..32 {
+                for j in 0..n {
+                    let (lo, hi) = if trans {
+                        (h(j, 2 * (l % 4), l / 4), h(j, 2 * (l % 4) + 1, l / 4))
+                    } else {
+                        (h(j, l / 4, 2 * (l % 4)), h(j, l / 4, 2 * (l % 4) + 1))
+                    };
+                    assert_eq!(
+                        got[4 * l + j],
+                        lo | hi << 16,
+                        "x{n} trans={trans} lane {l} reg {j} on {}",
+                        ctx.backend()
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn run_cp_async(ctx: &Context, mode: u32) -> Result<Vec<u32>, Error> {
+    let words: Vec<u32> = (0..128).map(|i| 0x1000_0000 + i * 3).collect();
+    let input = ctx.upload(&words)?;
+    let mut out = ctx.upload(&vec![0u32; 128])?;
+    let p = probe::RawParams { input: input.as_view().global(), out: out.as_view_mut().global_mut(), mode, _pad: 0 };
+    ctx.launch(&tc::MMA_PROBE_CP_ASYNC, CFG, p)?;
+    out.to_host()
+}
+
+#[test]
+fn cp_async_copies_and_zero_fills() {
+    for ctx in common::backends("cp_async_copies_and_zero_fills") {
+        for mode in [0u32, 2] {
+            let got = run_cp_async(&ctx, mode).unwrap();
+            for l in 0..32 {
+                let from = (l + 1) % 32;
+                for q in 0..4 {
+                    let zero = mode == 2 && from % 2 == 1 && q >= 2;
+                    let want = if zero { 0 } else { 0x1000_0000 + (4 * from + q) as u32 * 3 };
+                    assert_eq!(got[4 * l + q], want, "mode {mode} lane {l} word {q} on {}", ctx.backend());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn emulator_rejects_read_before_cp_async_wait() {
+    match run_cp_async(&Context::emulator(), 1) {
+        Err(Error::Emulator(e)) => {
+            println!("caught: {e}");
+            assert!(matches!(e.kind, FaultKind::UninitSharedRead { .. }), "{e}");
+            assert!(e.to_string().contains("probe.rs"), "names the line: {e}");
+        }
+        Err(other) => panic!("expected an emulator error, got {other}"),
+        Ok(_) => panic!("the emulator accepted a read before cp.async.wait_group"),
+    }
+}
+
+#[test]
+fn emulator_rejects_half_warp_mma() {
+    // A warp where only some lanes reach the collective cannot complete it: the probes are
+    // one-warp kernels launched with 16 threads here, so the full mask names absent lanes.
+    let ctx = Context::emulator();
+    let (a, b, c) = matrices();
+    let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
+    let (ab, bb, cb) = (ctx.upload(&conv(&a)).unwrap(), ctx.upload(&conv(&b)).unwrap(), ctx.upload(&c).unwrap());
+    let mut d = ctx.upload(&vec![0f32; 128]).unwrap();
+    let p = probe::ProbeParams {
+        a: ab.as_view().global(),
+        b: bb.as_view().global(),
+        c: cb.as_view().global(),
+        d: d.as_view_mut().global_mut(),
+    };
+    let half_warp = LaunchConfig { block: Dim3::x(16), ..CFG };
+    match ctx.launch(&tc::MMA_PROBE_DIRECT_BF16, half_warp, p) {
+        Err(Error::Emulator(e)) => {
+            println!("caught: {e}");
+            assert!(matches!(e.kind, FaultKind::WarpDivergence { .. }), "{e}");
+        }
+        other => panic!("a half-warp mma must be rejected, got {other:?}"),
+    }
+}
