@@ -11,6 +11,7 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
 
+pub mod attention;
 pub mod device;
 pub mod elementwise;
 pub mod gemm;
@@ -91,6 +92,7 @@ macro_rules! kernels {
 /// Every kernel entry point in the crate, by family. `info` and the ptxas test use it.
 pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("elementwise", elementwise::KERNEL_NAMES),
+    ("attention", attention::KERNEL_NAMES),
     ("reduce", reduce::KERNEL_NAMES),
     ("norm", norm::KERNEL_NAMES),
     ("softmax", softmax::KERNEL_NAMES),
@@ -108,5 +110,6 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         .or_else(|| rows::launch_threads(name))
         .or_else(|| gemm::launch_threads(name))
         .or_else(|| gemm_tc::launch_threads(name))
+        .or_else(|| attention::launch_threads(name))
         .or_else(|| selftest::launch_threads(name))
 }

@@ -1,0 +1,266 @@
+//! Attention forward (FlashAttention-style, never materializing the scores) over bf16/f16
+//! `Q, K, V` with f32 accumulation; also returns the per-row log-sum-exp for the backward.
+//! Layout and masking: see `gpu-kernels/src/attention/mod.rs`. Checked against the f64
+//! reference with FlashAttention's rule (see [`check`]).
+
+use crate::check::{self, Guarded, Report};
+use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
+use gpu_kernels::KernelDef;
+use gpu_kernels::attention::v01_simt::{MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS};
+use gpu_kernels::attention::{self as k, AttentionParams};
+use half::{bf16, f16};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// The input types attention takes: bf16 and f16.
+pub trait AttentionFloat: Float {
+    const KERNEL: &'static KernelDef<AttentionParams<Self>>;
+}
+impl AttentionFloat for bf16 {
+    const KERNEL: &'static KernelDef<AttentionParams<Self>> = &k::ATTENTION_V01_BF16;
+}
+impl AttentionFloat for f16 {
+    const KERNEL: &'static KernelDef<AttentionParams<Self>> = &k::ATTENTION_V01_F16;
+}
+
+/// Attention's shape: `Q, O: [batch, heads, seq_q, head_dim]`, `K, V: [batch, kv_heads,
+/// seq_k, head_dim]`, `lse: [batch, heads, seq_q]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub seq_q: usize,
+    pub seq_k: usize,
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    pub fn q_len(&self) -> usize {
+        self.batch * self.heads * self.seq_q * self.head_dim
+    }
+    pub fn kv_len(&self) -> usize {
+        self.batch * self.kv_heads * self.seq_k * self.head_dim
+    }
+    pub fn lse_len(&self) -> usize {
+        self.batch * self.heads * self.seq_q
+    }
+}
+
+/// Attention's inputs. `scale: None` is `1 / sqrt(head_dim)`.
+#[derive(Clone, Copy)]
+pub struct AttentionInput<'a, T: AttentionFloat> {
+    pub q: BufRef<'a, T>,
+    pub k: BufRef<'a, T>,
+    pub v: BufRef<'a, T>,
+    pub shape: AttentionShape,
+    pub causal: bool,
+    pub scale: Option<f32>,
+}
+
+fn check_shape(s: &AttentionShape) -> Result<()> {
+    const OP: &str = "attention";
+    if s.kv_heads == 0 && s.heads > 0 {
+        return Err(Error::invalid(OP, "kv_heads = 0: pass at least one key/value head"));
+    }
+    if s.kv_heads > 0 && !s.heads.is_multiple_of(s.kv_heads) {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "heads = {} is not a multiple of kv_heads = {}; grouped-query attention shares each kv head among heads / kv_heads query heads",
+                s.heads, s.kv_heads
+            ),
+        ));
+    }
+    if !s.head_dim.is_multiple_of(32) || s.head_dim == 0 || s.head_dim > MAX_HEAD_DIM as usize {
+        return Err(Error::invalid(OP, format!("head_dim = {}: this version supports 32, 64, 96 and 128", s.head_dim)));
+    }
+    if s.heads > 65535 || s.batch > 65535 {
+        return Err(Error::invalid(
+            OP,
+            format!("{} heads x {} batch: each must be at most 65535 (grid y and z)", s.heads, s.batch),
+        ));
+    }
+    if [s.seq_q, s.seq_k].iter().any(|&n| n > i32::MAX as usize) {
+        return Err(Error::invalid(OP, "sequence lengths must be below 2^31"));
+    }
+    for (what, n) in [("Q", s.q_len()), ("K", s.kv_len())] {
+        let _ = n.checked_mul(4).ok_or_else(|| Error::invalid(OP, format!("{what} overflows the address space")))?;
+    }
+    Ok(())
+}
+
+/// `O = softmax(Q K^T * scale + mask) V`, and `lse` per query row.
+pub fn attention<T: AttentionFloat>(
+    ctx: &Context,
+    input: AttentionInput<'_, T>,
+    mut o: BufMut<'_, T>,
+    mut lse: BufMut<'_, f32>,
+) -> Result<()> {
+    const OP: &str = "attention";
+    let AttentionInput { q, k, v, shape: s, causal, scale } = input;
+    for r in [&q, &k, &v] {
+        r.check_context(ctx, OP)?;
+    }
+    o.check_context(ctx, OP)?;
+    lse.check_context(ctx, OP)?;
+    check_shape(&s)?;
+    for (name, got, want) in [
+        ("q", q.len(), s.q_len()),
+        ("k", k.len(), s.kv_len()),
+        ("v", v.len(), s.kv_len()),
+        ("o", o.len(), s.q_len()),
+        ("lse", lse.len(), s.lse_len()),
+    ] {
+        if got != want {
+            return Err(Error::invalid(OP, format!("{name} has {got} elements but the shape {s:?} needs {want}")));
+        }
+    }
+    let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
+    }
+    if s.batch == 0 || s.heads == 0 || s.seq_q == 0 {
+        return Ok(());
+    }
+    let params = AttentionParams {
+        batch: s.batch as u32,
+        heads: s.heads as u32,
+        kv_heads: s.kv_heads as u32,
+        seq_q: s.seq_q as u32,
+        seq_k: s.seq_k as u32,
+        d: s.head_dim as u32,
+        causal: causal as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        q: q.global(),
+        k: k.global(),
+        v: v.global(),
+        o: o.global_mut(),
+        lse: lse.global_mut(),
+    };
+    let grid = Dim3::new(s.seq_q.div_ceil(WARPS as usize) as u32, s.heads as u32, s.batch as u32);
+    ctx.launch(T::KERNEL, LaunchConfig { grid, block: Dim3::x(THREADS), shared_bytes: SHARED_BYTES }, params)
+}
+
+/// The f64 reference on the same (rounded) inputs: `(O, lse)`.
+pub fn reference(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    s: &AttentionShape,
+    causal: bool,
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    naive(q, k, v, s, causal, scale, &|x| x)
+}
+
+/// Naive attention with every intermediate passed through `round` (identity for the f64
+/// reference; rounding to bf16/f16 for the low-precision naive attention of the check):
+/// scores are rounded after the product and after scaling, probabilities after softmax
+/// (computed in f32, as PyTorch does for 16-bit inputs), and the output after `P V`.
+fn naive(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    s: &AttentionShape,
+    causal: bool,
+    scale: f64,
+    round: &dyn Fn(f64) -> f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let d = s.head_dim;
+    let group = s.heads / s.kv_heads.max(1);
+    let mut o = vec![0.0; s.q_len()];
+    let mut lse = vec![f64::NEG_INFINITY; s.lse_len()];
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let kvh = h / group;
+            for i in 0..s.seq_q {
+                let qrow = &q[((b * s.heads + h) * s.seq_q + i) * d..][..d];
+                // Written as the mask's definition (signed), independently of the kernel's
+                // count of visible keys: key j is visible when j <= i + seq_k - seq_q.
+                let visible = |j: usize| !causal || j as i64 <= i as i64 + s.seq_k as i64 - s.seq_q as i64;
+                let limit = (0..s.seq_k).filter(|&j| visible(j)).count();
+                if limit == 0 {
+                    continue;
+                }
+                let scores: Vec<f64> = (0..limit)
+                    .map(|j| {
+                        let krow = &k[((b * s.kv_heads + kvh) * s.seq_k + j) * d..][..d];
+                        round(round(qrow.iter().zip(krow).map(|(a, c)| a * c).sum::<f64>()) * scale)
+                    })
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+                lse[(b * s.heads + h) * s.seq_q + i] = m + sum.ln();
+                let out = &mut o[((b * s.heads + h) * s.seq_q + i) * d..][..d];
+                for (j, x) in scores.iter().enumerate() {
+                    let pj = round((x - m).exp() / sum);
+                    let vrow = &v[((b * s.kv_heads + kvh) * s.seq_k + j) * d..][..d];
+                    for (od, vd) in out.iter_mut().zip(vrow) {
+                        *od += pj * vd;
+                    }
+                }
+                for od in out.iter_mut() {
+                    *od = round(*od);
+                }
+            }
+        }
+    }
+    (o, lse)
+}
+
+/// One checked attention case.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionCase {
+    pub dtype: DType,
+    pub shape: AttentionShape,
+    pub causal: bool,
+    pub seed: u64,
+}
+
+fn check_t<T: AttentionFloat>(ctx: &Context, case: &AttentionCase) -> Result<Report> {
+    let s = case.shape;
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let mut draw = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect() };
+    let (q, kk, v) = (draw(s.q_len()), draw(s.kv_len()), draw(s.kv_len()));
+    let (qb, kb, vb) = (ctx.upload(&q)?, ctx.upload(&kk)?, ctx.upload(&v)?);
+    let mut o = Guarded::<T>::poisoned(ctx, s.q_len())?;
+    let mut lse = Guarded::<f32>::poisoned(ctx, s.lse_len())?;
+    let input = AttentionInput {
+        q: qb.as_view(),
+        k: kb.as_view(),
+        v: vb.as_view(),
+        shape: s,
+        causal: case.causal,
+        scale: None,
+    };
+    attention(ctx, input, o.view_mut(), lse.view_mut())?;
+    let (go, guo) = o.finish()?;
+    let (gl, gul) = lse.finish()?;
+    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let (q64, k64, v64) = (f(&q), f(&kk), f(&v));
+    let scale = 1.0 / (s.head_dim as f64).sqrt();
+    let (ro, rl) = reference(&q64, &k64, &v64, &s, case.causal, scale);
+    let (lo, ll) = naive(&q64, &k64, &v64, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
+    let max_err = |a: &[f64], b: &[f64]| {
+        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    };
+    // FlashAttention's rule: the kernel's max error at most twice the naive low-precision
+    // attention's, plus a tiny atol.
+    let o_bound = 2.0 * max_err(&lo, &ro) + 1e-5;
+    let l_bound = 2.0 * max_err(&ll, &rl) + 1e-4;
+    let mut ro_report = check::compare(&go, &ro, &vec![o_bound; ro.len()], guo);
+    ro_report.tol = format!("FA rule 2 x naive {} error ({:.2e}) + 1e-5", T::NAME, o_bound);
+    let mut rl_report = check::compare(&gl, &rl, &vec![l_bound; rl.len()], gul);
+    rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
+    Ok(check::merge(vec![("o", ro_report), ("lse", rl_report)]))
+}
+
+/// Runs `case`: random inputs in [-2, 2), poisoned and guarded outputs, FlashAttention's rule.
+pub fn check(ctx: &Context, case: &AttentionCase) -> Result<Report> {
+    match case.dtype {
+        DType::BF16 => check_t::<bf16>(ctx, case),
+        DType::F16 => check_t::<f16>(ctx, case),
+        other => Err(Error::invalid("attention", format!("dtype {} is not supported; use bf16 or f16", other.name()))),
+    }
+}
