@@ -22,6 +22,8 @@ for line in sys.stdin:
 
 cargo build --release --locked --bin ferrokern
 cp target/release/ferrokern "$bundle/"
+# The attention baseline (PyTorch) runs from a helper script beside the CLI.
+cp scripts/torch_attention.py "$bundle/"
 list_exes test --release --workspace | while read -r name exe; do cp "$exe" "$bundle/tests/$name"; done
 list_exes bench --bench '*' | while read -r name exe; do cp "$exe" "$bundle/benches/$name"; done
 strip "$bundle/ferrokern" "$bundle"/tests/* "$bundle"/benches/* 2>/dev/null || true

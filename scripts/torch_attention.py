@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The attention baseline for `ferrokern bench`: times PyTorch's scaled_dot_product_attention
+on the GPU with CUDA events (median of 20 runs after 3 warm-up runs, L2 flushed before each)
+for the shapes given as a JSON list in argv[1], and prints one JSON object per shape.
+Without torch or a GPU it prints one object with an "error" field and exits 0, so the bench
+can say why the baseline is missing."""
+import json
+import statistics
+import sys
+
+
+def main():
+    shapes = json.loads(sys.argv[1])
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(json.dumps({"error": f"torch is not installed ({e})"}))
+        return
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "torch sees no CUDA device"}))
+        return
+    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    for s in shapes:
+        b, h, hk, sq, sk, d = s["batch"], s["heads"], s["kv_heads"], s["seq_q"], s["seq_k"], s["head_dim"]
+        dt = dtypes[s["dtype"]]
+        q = torch.randn(b, h, sq, d, dtype=dt, device="cuda")
+        k = torch.randn(b, hk, sk, d, dtype=dt, device="cuda")
+        v = torch.randn(b, hk, sk, d, dtype=dt, device="cuda")
+        kwargs = {"is_causal": bool(s["causal"])}
+        if hk != h:
+            kwargs["enable_gqa"] = True
+
+        def run():
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+        for _ in range(3):
+            run()
+        times = []
+        for _ in range(20):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        ms = statistics.median(times)
+        flops = 4 * b * h * sq * sk * d * (0.5 if s["causal"] else 1.0)
+        out = dict(s)
+        out.update({"median_ms": ms, "tflops": flops / (ms * 1e9), "torch": torch.__version__})
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
