@@ -19,6 +19,7 @@ pub mod cublas;
 pub mod elementwise;
 pub mod float;
 pub mod gemm;
+pub mod gemm_tc;
 pub mod info;
 pub mod norm;
 pub mod reduce;

@@ -349,3 +349,14 @@ pub fn gemm_f32_error(k: usize, alpha: f64, abs_ab: f64, beta: f64, c: f64) -> f
     let beta_term = if beta == 0.0 { 0.0 } else { gamma_f32(2) * (beta * c).abs() };
     gamma_f32(k + 2) * alpha.abs() * abs_ab + beta_term
 }
+
+/// A bound on the tensor-core GEMM's error for one element (`gemm_tc`), with the reference
+/// computed in f64 from the same bf16/f16-rounded inputs: products of two 16-bit floats are
+/// exact in f32, leaving f32 accumulation, alpha and beta as in [`gemm_f32_error`]. The order
+/// and internal rounding of a tensor core's additions are not specified (reported to
+/// truncate rather than round in places), so the accumulation term is taken with twice the
+/// chain length, `gamma_{2k+2}`: a margin for up to one extra unit roundoff per addition.
+/// The emulator (sequential f32 adds) needs only `gamma_{k+2}`; the GPU side is unmeasured.
+pub fn gemm_tc_error(k: usize, alpha: f64, abs_ab: f64, beta: f64, c: f64) -> f64 {
+    gemm_f32_error(2 * k, alpha, abs_ab, beta, c)
+}

@@ -587,3 +587,55 @@ pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVers
 pub fn gemm(ctx: &Context, case: &GemmCase) -> Result<Report> {
     gemm_with(ctx, case, crate::gemm::default_version(&case.gemm))
 }
+
+/// Runs `case` on the tensor-core GEMM with inputs of type `T` (bf16, f16): random f32 values
+/// rounded to `T`; C, poison, gaps and guards as [`gemm_with`]; each element judged against
+/// the f64 product of the rounded inputs within [`reference::gemm_tc_error`].
+pub fn gemm_tc_with<T: crate::gemm_tc::TcInput>(
+    ctx: &Context,
+    case: &GemmCase,
+    version: &crate::gemm_tc::TcVersion,
+) -> Result<Report> {
+    let g = case.gemm;
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let a: Vec<T> =
+        random_vec::<f32>(&mut rng, g.a_len(), Values::Finite).iter().map(|&v| T::from_f64(v as f64)).collect();
+    let b: Vec<T> =
+        random_vec::<f32>(&mut rng, g.b_len(), Values::Finite).iter().map(|&v| T::from_f64(v as f64)).collect();
+    let mut c0 = vec![GEMM_GAP; g.c_len()];
+    let poison = f32::from_bits(<f32 as gpu_kernels::Element>::POISON_BITS);
+    let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
+        for z in 0..g.batch {
+            for i in 0..g.m {
+                for j in 0..g.n {
+                    f(z, i, j, z * g.stride_c + i * g.ldc + j);
+                }
+            }
+        }
+    };
+    each(&mut |_, _, _, at| c0[at] = if g.beta == 0.0 { poison } else { draw::<f32>(&mut rng, Values::Finite) });
+    let (a_buf, b_buf) = (upload_at(ctx, &a, case.offset)?, upload_at(ctx, &b, case.offset)?);
+    let mut out = Guarded::<f32>::poisoned_at(ctx, c0.len(), case.offset)?;
+    out.view_mut().copy_from_host(&c0)?;
+    crate::gemm_tc::gemm_tc_with(
+        ctx,
+        version,
+        &g,
+        view_at(&a_buf, case.offset),
+        view_at(&b_buf, case.offset),
+        out.view_mut(),
+    )?;
+    let (got, guard) = out.finish()?;
+    let a64: Vec<f64> = a.iter().map(|&v| v.to_f64()).collect();
+    let b64: Vec<f64> = b.iter().map(|&v| v.to_f64()).collect();
+    let mut want: Vec<f64> = c0.iter().map(|&v| v as f64).collect();
+    let mut bound = vec![0.0; c0.len()];
+    let (alpha, beta) = (g.alpha as f64, g.beta as f64);
+    each(&mut |z, i, j, at| {
+        let (ab, abs) = reference::gemm_dot(&g, &a64, &b64, z, i, j);
+        let c = c0[at] as f64;
+        want[at] = reference::gemm_element(alpha, ab, beta, c);
+        bound[at] = reference::gemm_tc_error(g.k, alpha, abs, beta, c);
+    });
+    Ok(check::compare(&got, &want, &bound, guard))
+}

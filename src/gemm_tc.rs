@@ -1,0 +1,116 @@
+//! `gemm_tc`: `C = alpha * A * B + beta * C` on the tensor cores, A and B in bf16 or f16, C in
+//! f32, f32 accumulation. Kernels: `gpu-kernels/src/gemm_tc/` (a ladder, [`VERSIONS`]).
+//!
+//! Semantics as [`crate::gemm`] for the NN, single-matrix case: any `M, N, K >= 0`, `K = 0`
+//! gives `beta * C`, `beta = 0` does not read C. Transposes and batches are refused (not yet
+//! implemented). Bitwise deterministic run to run: each C element is one lane's fixed
+//! sequence of mma instructions.
+
+use crate::gemm::Gemm;
+use crate::{BufMut, BufRef, Context, Error, Float, LaunchConfig, Result, Scalar};
+use gpu_kernels::Dim3;
+use gpu_kernels::KernelDef;
+use gpu_kernels::device::mma::MmaInput;
+use gpu_kernels::gemm_tc::TcParams;
+pub use gpu_kernels::gemm_tc::{TcTiling, TcVersion, VERSIONS};
+use half::{bf16, f16};
+
+/// An input type of the tensor-core GEMM (bf16, f16) and its kernel in a version.
+pub trait TcInput: MmaInput + Float + Scalar {
+    fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>>;
+}
+
+impl TcInput for bf16 {
+    fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>> {
+        v.bf16
+    }
+}
+
+impl TcInput for f16 {
+    fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>> {
+        v.f16
+    }
+}
+
+/// The version [`gemm_tc`] runs: the ladder's top rung.
+pub fn default_version() -> &'static TcVersion {
+    VERSIONS.last().expect("the ladder has versions")
+}
+
+/// Looks a version up by name (`v01_mma`).
+pub fn version(name: &str) -> Option<&'static TcVersion> {
+    VERSIONS.iter().find(|v| v.name == name)
+}
+
+/// `C = alpha * A * B + beta * C` with the default version.
+pub fn gemm_tc<T: TcInput>(
+    ctx: &Context,
+    g: &Gemm,
+    a: BufRef<'_, T>,
+    b: BufRef<'_, T>,
+    c: BufMut<'_, f32>,
+) -> Result<()> {
+    gemm_tc_with(ctx, default_version(), g, a, b, c)
+}
+
+/// As [`gemm_tc`], with a chosen version.
+pub fn gemm_tc_with<T: TcInput>(
+    ctx: &Context,
+    version: &TcVersion,
+    g: &Gemm,
+    a: BufRef<'_, T>,
+    b: BufRef<'_, T>,
+    mut c: BufMut<'_, f32>,
+) -> Result<()> {
+    const OP: &str = "gemm_tc";
+    a.check_context(ctx, OP)?;
+    b.check_context(ctx, OP)?;
+    c.check_context(ctx, OP)?;
+    if g.trans_a.is_t() || g.trans_b.is_t() {
+        return Err(Error::invalid(
+            OP,
+            "only A and B as stored (Trans::N) are implemented on the tensor-core path; use gemm (f32) for transposes",
+        ));
+    }
+    if g.batch > 1 {
+        return Err(Error::invalid(
+            OP,
+            format!("batch = {}: the tensor-core path runs one matrix; loop over the batch", g.batch),
+        ));
+    }
+    g.check(a.len(), b.len(), c.len())?;
+    if g.m == 0 || g.n == 0 || g.batch == 0 {
+        return Ok(());
+    }
+    let t = version.tiling;
+    let grid_y = g.m.div_ceil(t.bm as usize);
+    if grid_y > 65_535 {
+        return Err(Error::invalid(
+            OP,
+            format!("m = {} needs {grid_y} row tiles of {}; the grid allows 65535: split M", g.m, t.bm),
+        ));
+    }
+    // cp.async copies 16-byte chunks: every row must start 16-byte aligned.
+    let vec = |addr: usize, ld: usize| addr.is_multiple_of(16) && ld.is_multiple_of(8);
+    let params = TcParams {
+        m: g.m as u32,
+        n: g.n as u32,
+        k: g.k as u32,
+        lda: g.lda as u32,
+        ldb: g.ldb as u32,
+        ldc: g.ldc as u32,
+        vec_a: vec(a.addr(), g.lda) as u32,
+        vec_b: vec(b.addr(), g.ldb) as u32,
+        alpha: g.alpha,
+        beta: g.beta,
+        a: a.global(),
+        b: b.global(),
+        c: c.global_mut(),
+    };
+    let cfg = LaunchConfig {
+        grid: Dim3::new(g.n.div_ceil(t.bn as usize) as u32, grid_y as u32, 1),
+        block: Dim3::x(t.threads()),
+        shared_bytes: t.shared_bytes(),
+    };
+    ctx.launch(T::kernel(version), cfg, params)
+}

@@ -1,0 +1,107 @@
+//! Property tests of the tensor-core GEMM (`gemm_tc::VERSIONS`, bf16 and f16 inputs, f32 C)
+//! against the f64 product of the same rounded inputs, within `reference::gemm_tc_error`
+//! (`gamma_{2k+2} |alpha| (|A||B|)_ij + gamma_2 |beta c|`, plus `u |ref|` from the harness), on
+//! the emulator always and the GPU when present: random shapes up to 140 (one to two block
+//! tiles each way), padded leading dimensions, misaligned views (the scalar staging path),
+//! alpha/beta; the named odd shapes; `K = 0`; `beta = 0` over NaN (the poison); launcher
+//! refusals.
+
+mod common;
+
+use ferrokern::gemm::{Gemm, Trans};
+use ferrokern::gemm_tc::{self, TcInput, TcVersion, VERSIONS};
+use ferrokern::verify::{self, GemmCase};
+use ferrokern::{Context, Error};
+use half::{bf16, f16};
+use proptest::prelude::*;
+
+fn run<T: TcInput>(ctx: &Context, v: &TcVersion, case: GemmCase) {
+    let r = verify::gemm_tc_with::<T>(ctx, &case, v)
+        .unwrap_or_else(|e| panic!("{} {} {case:?} on {}: {e}", v.name, T::NAME, ctx.backend()));
+    assert!(r.passed(), "{} {} {case:?} on {}: {r}", v.name, T::NAME, ctx.backend());
+}
+
+fn both(ctx: &Context, case: GemmCase) {
+    for v in VERSIONS {
+        run::<bf16>(ctx, v, case);
+        run::<f16>(ctx, v, case);
+    }
+}
+
+fn problem(m: usize, n: usize, k: usize, pad: usize, alpha: f32, beta: f32) -> Gemm {
+    let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
+    g.lda += pad;
+    g.ldb += 2 * pad;
+    g.ldc += pad;
+    g
+}
+
+/// Property cases per run (FERROKERN_CASES overrides): each case is two dtypes on every
+/// version, up to 2 x 2 blocks of 256 emulated threads.
+const CASES: u32 = 24;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_version_matches_reference(
+        m in 1usize..140, n in 1usize..140, k in prop_oneof![1 => 0usize..3, 4 => 1usize..100],
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..9],
+        alpha in prop_oneof![2 => Just(1.0f32), 1 => -3.0f32..3.0],
+        beta in prop_oneof![1 => Just(0.0f32), 1 => -2.0f32..2.0],
+        offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
+        seed in any::<u64>(),
+    ) {
+        let case = GemmCase { gemm: problem(m, n, k, pad, alpha, beta), seed, offset };
+        for ctx in common::property_backends("gemm_tc_every_version_matches_reference", common::cases(CASES)) {
+            both(&ctx, case);
+        }
+    }
+}
+
+/// The named shapes (`m x n x k`), aligned (cp.async) and misaligned (scalar staging).
+#[test]
+fn named_odd_shapes() {
+    for ctx in common::backends("gemm_tc_named_odd_shapes") {
+        for (m, n, k) in [(1, 255, 101), (127, 129, 133), (33, 1, 7), (128, 128, 64)] {
+            for offset in [0, 1] {
+                let g = problem(m, n, k, 0, 1.5, -0.5);
+                both(&ctx, GemmCase { gemm: g, seed: (m * 7 + n * 3 + k) as u64, offset });
+            }
+        }
+    }
+}
+
+#[test]
+fn k_zero_gives_beta_c_and_empty_problems_succeed() {
+    for ctx in common::backends("gemm_tc_k_zero") {
+        both(&ctx, GemmCase { gemm: problem(37, 45, 0, 0, 2.0, 0.5), seed: 1, offset: 0 });
+        both(&ctx, GemmCase { gemm: problem(37, 45, 0, 0, 2.0, 0.0), seed: 2, offset: 0 });
+        both(&ctx, GemmCase { gemm: problem(0, 45, 9, 0, 1.0, 0.0), seed: 3, offset: 0 });
+        both(&ctx, GemmCase { gemm: problem(9, 0, 9, 0, 1.0, 0.0), seed: 4, offset: 0 });
+    }
+}
+
+#[test]
+fn launcher_refuses_what_it_cannot_run() {
+    let ctx = Context::emulator();
+    let a = ctx.upload(&[bf16::ZERO; 64]).unwrap();
+    let b = ctx.upload(&[bf16::ZERO; 64]).unwrap();
+    let mut c = ctx.upload(&[0f32; 64]).unwrap();
+    let expect = |r: ferrokern::Result<()>, needle: &str| match r {
+        Err(Error::InvalidArgument { .. }) => {
+            let msg = r.unwrap_err().to_string();
+            assert!(msg.contains(needle), "message says what to fix ({needle}): {msg}");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    };
+    let t = Gemm::new(8, 8, 8).transposed(Trans::T, Trans::N);
+    expect(gemm_tc::gemm_tc(&ctx, &t, a.as_view(), b.as_view(), c.as_view_mut()), "Trans::N");
+    let batched = Gemm::new(4, 4, 4).batched(2);
+    expect(gemm_tc::gemm_tc(&ctx, &batched, a.as_view(), b.as_view(), c.as_view_mut()), "batch");
+    let big = Gemm::new(9, 8, 8);
+    expect(gemm_tc::gemm_tc(&ctx, &big, a.as_view(), b.as_view(), c.as_view_mut()), "elements");
+    let mut short = Gemm::new(8, 8, 8);
+    short.lda = 7;
+    expect(gemm_tc::gemm_tc(&ctx, &short, a.as_view(), b.as_view(), c.as_view_mut()), "lda");
+}
