@@ -264,3 +264,98 @@ pub fn check(ctx: &Context, case: &AttentionCase) -> Result<Report> {
         other => Err(Error::invalid("attention", format!("dtype {} is not supported; use bf16 or f16", other.name()))),
     }
 }
+
+/// One attention timing against PyTorch's `scaled_dot_product_attention` on the same shape.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AttentionMeasurement {
+    pub version: &'static str,
+    pub shape: String,
+    pub causal: bool,
+    pub dtype: &'static str,
+    pub median_ms: f64,
+    /// `4 * batch * heads * seq_q * seq_k * head_dim` (halved when causal) over the time.
+    pub tflops: f64,
+    pub torch_median_ms: Option<f64>,
+    pub torch_tflops: Option<f64>,
+    /// Kernel throughput over PyTorch's (1.0 = parity).
+    pub ratio: Option<f64>,
+}
+
+/// Shapes the bench times: (batch, heads, seq, head_dim), each causal and not. Kept to
+/// lengths the CUDA-core version finishes quickly; tensor-core versions will add 8k and 16k.
+pub const BENCH_SHAPES: &[(usize, usize, usize, usize)] =
+    &[(16, 16, 512, 64), (16, 16, 512, 128), (4, 16, 2048, 64), (4, 16, 2048, 128), (2, 16, 4096, 128)];
+
+/// FLOPs of the forward pass on `s`.
+pub fn flops(s: &AttentionShape, causal: bool) -> f64 {
+    4.0 * (s.batch * s.heads * s.seq_q * s.seq_k * s.head_dim) as f64 * if causal { 0.5 } else { 1.0 }
+}
+
+/// Times the kernel on `s` (median of [`crate::bench::REPS`], L2 flushed before each run).
+pub fn time<T: AttentionFloat>(ctx: &Context, s: AttentionShape, causal: bool) -> Result<f64> {
+    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+    let (q, k, v) = (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.kv_len()))?, ctx.upload(&fill(s.kv_len()))?);
+    let mut o = ctx.alloc::<T>(s.q_len())?;
+    let mut lse = ctx.alloc::<f32>(s.lse_len())?;
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
+        let input = AttentionInput { q: q.as_view(), k: k.as_view(), v: v.as_view(), shape: s, causal, scale: None };
+        attention(ctx, input, o.as_view_mut(), lse.as_view_mut())
+    })?;
+    Ok(crate::bench::median(&t))
+}
+
+/// PyTorch's times for `shapes` from `scripts/torch_attention.py` (found beside the
+/// executable, in the source tree, or at `FERROKERN_TORCH_ATTENTION`; the interpreter is
+/// `FERROKERN_PYTHON` or `python3`). `Err` says why there is no baseline.
+pub fn torch_baseline(
+    shapes: &[(AttentionShape, bool, &'static str)],
+) -> std::result::Result<Vec<Option<f64>>, String> {
+    let script = std::env::var("FERROKERN_TORCH_ATTENTION")
+        .map(std::path::PathBuf::from)
+        .ok()
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(|d| d.join("torch_attention.py")))
+                .filter(|p| p.is_file())
+        })
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/torch_attention.py"));
+    if !script.is_file() {
+        return Err(format!("{} not found", script.display()));
+    }
+    let arg = serde_json::to_string(
+        &shapes
+            .iter()
+            .map(|(s, causal, dtype)| {
+                serde_json::json!({"batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq_q": s.seq_q,
+                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype})
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("serializable");
+    let python = std::env::var("FERROKERN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(arg)
+        .output()
+        .map_err(|e| format!("running {python}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut times = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("bad output from the torch script: {e}: {line}"))?;
+        if let Some(e) = v.get("error") {
+            return Err(e.as_str().unwrap_or("unknown").to_string());
+        }
+        times.push(v.get("median_ms").and_then(|m| m.as_f64()));
+    }
+    if times.len() != shapes.len() {
+        return Err(format!(
+            "the torch script printed {} results for {} shapes: {}",
+            times.len(),
+            shapes.len(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(times)
+}
