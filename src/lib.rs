@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attention;
 pub mod bench;
 pub mod check;
 pub mod cross_entropy;

@@ -25,20 +25,18 @@ pub const AVAILABLE: &[&str] = &[
     "argmax",
     "softmax",
     "log_softmax",
+    "cross_entropy",
     "layernorm",
     "layernorm_backward",
     "rmsnorm",
     "rmsnorm_backward",
     "gemm",
+    "attention",
 ];
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
-pub const PLANNED: &[(&str, &str)] = &[
-    ("softmax_backward", "issue 4"),
-    ("attention", "issue 7"),
-    ("attention_backward", "issue 7"),
-    ("paged_decode", "issue 8"),
-];
+pub const PLANNED: &[(&str, &str)] =
+    &[("softmax_backward", "issue 4"), ("attention_backward", "issue 7"), ("paged_decode", "issue 8")];
 
 /// How to draw input values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

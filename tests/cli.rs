@@ -217,3 +217,76 @@ fn refuses_bad_row_op_arguments() {
     );
     assert_refused(&["verify", "max", "--rows", "2", "--cols", "0", "--backend", "emulator"], &["no maximum"]);
 }
+
+#[test]
+fn verify_passes_gemm_tensor_cores_and_attention() {
+    assert_pass(&[
+        "gemm", "--m", "127", "--n", "129", "--k", "133", "--dtype", "f16", "--alpha", "1.5", "--beta", "-0.5",
+    ]);
+    assert_pass(&["gemm", "--m", "1", "--n", "255", "--k", "101", "--dtype", "bf16"]);
+    assert_pass(&[
+        "attention",
+        "--batch",
+        "2",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--seq-q",
+        "37",
+        "--seq-k",
+        "61",
+        "--head-dim",
+        "64",
+        "--causal",
+        "--dtype",
+        "bf16",
+    ]);
+}
+
+#[test]
+fn refuses_bad_attention_and_tensor_core_arguments() {
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--heads",
+            "2",
+            "--seq-q",
+            "9",
+            "--head-dim",
+            "48",
+            "--dtype",
+            "f16",
+            "--backend",
+            "emulator",
+        ],
+        &["head_dim = 48"],
+    );
+    assert_refused(
+        &["verify", "attention", "--heads", "2", "--seq-q", "9", "--head-dim", "64", "--backend", "emulator"],
+        &["bf16 or f16"],
+    );
+    assert_refused(
+        &["verify", "attention", "--seq-q", "9", "--head-dim", "64", "--dtype", "bf16", "--backend", "emulator"],
+        &["needs --heads"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "gemm",
+            "--m",
+            "3",
+            "--n",
+            "3",
+            "--k",
+            "3",
+            "--dtype",
+            "bf16",
+            "--trans-a",
+            "--backend",
+            "emulator",
+        ],
+        &["NN with batch 1"],
+    );
+}

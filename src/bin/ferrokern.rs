@@ -76,9 +76,9 @@ struct VerifyArgs {
     trans_b: bool,
     #[arg(long)]
     batch: Option<usize>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     alpha: Option<f32>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     beta: Option<f32>,
     #[arg(long)]
     heads: Option<usize>,
@@ -189,6 +189,9 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
 fn run_verify(a: VerifyArgs) -> ExitCode {
     if a.op == "gemm" {
         return run_verify_gemm(a);
+    }
+    if a.op == "attention" {
+        return run_verify_attention(a);
     }
     let elementwise = Op::from_name(&a.op);
     let row_op = RowOp::from_name(&a.op);
@@ -716,15 +719,22 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
             stray.join(", ")
         ));
     }
-    if a.dtype != "f32" {
-        return bad_args(format!("gemm runs f32 today (issue 6 brings 16-bit types); remove --dtype {}", a.dtype));
-    }
+    let tensor_cores = match a.dtype.as_str() {
+        "f32" => false,
+        "bf16" | "f16" => true,
+        other => {
+            return bad_args(format!("unknown dtype `{other}` for gemm: f32 (CUDA cores) or bf16/f16 (tensor cores)"));
+        }
+    };
     if a.specials || a.huge {
         return bad_args("gemm is checked on finite inputs; remove --specials / --huge");
     }
     let (Some(m), Some(n), Some(k)) = (a.m, a.n, a.k) else {
         return bad_args("`gemm` needs --m M --n N --k K (C is M x N, the inner dimension K)");
     };
+    if tensor_cores {
+        return run_verify_gemm_tc(&a, m, n, k);
+    }
     let version = match a.kernel.as_deref() {
         None => None,
         Some(name) => match gemm::version(name) {
@@ -764,6 +774,120 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
     match verify::gemm_with(&ctx, &case, v) {
+        Ok(report) => {
+            println!("{report}");
+            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
+        Err(e) => {
+            println!("FAIL error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `verify gemm --dtype bf16|f16`: the tensor-core path (NN, f32 C).
+fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode {
+    use ferrokern::gemm::Gemm;
+    use ferrokern::gemm_tc;
+    if a.trans_a || a.trans_b || a.batch.is_some_and(|b| b != 1) {
+        return bad_args(
+            "the tensor-core gemm runs NN with batch 1 today; remove --trans-a/--trans-b/--batch, or use --dtype f32",
+        );
+    }
+    let version = match a.kernel.as_deref() {
+        None => &gemm_tc::VERSIONS[gemm_tc::VERSIONS.len() - 1],
+        Some(name) => match gemm_tc::version(name) {
+            Some(v) => v,
+            None => {
+                let names: Vec<&str> = gemm_tc::VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!("unknown tensor-core gemm version `{name}`: use one of {}", names.join(", ")));
+            }
+        },
+    };
+    let g = Gemm::new(m, n, k).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    println!(
+        "verify gemm m={m} n={n} k={k} alpha={} beta={} dtype={} backend={} version={} seed={seed} offset={}",
+        g.alpha,
+        g.beta,
+        a.dtype,
+        ctx.backend(),
+        version.name,
+        a.offset
+    );
+    let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
+    let result = if a.dtype == "bf16" {
+        verify::gemm_tc_with::<half::bf16>(&ctx, &case, version)
+    } else {
+        verify::gemm_tc_with::<half::f16>(&ctx, &case, version)
+    };
+    report_exit(result)
+}
+
+/// `verify attention`: FlashAttention's rule against the f64 reference.
+fn run_verify_attention(a: VerifyArgs) -> ExitCode {
+    use ferrokern::attention::{AttentionCase, AttentionShape, check};
+    let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("attention takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return bad_args("attention is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(heads), Some(seq_q), Some(head_dim)) = (a.heads, a.seq_q, a.head_dim) else {
+        return bad_args(
+            "`attention` needs --heads H --seq-q SQ --head-dim D (and --batch, --kv-heads, --seq-k default to 1, H, SQ)",
+        );
+    };
+    let shape = AttentionShape {
+        batch: a.batch.unwrap_or(1),
+        heads,
+        kv_heads: a.kv_heads.unwrap_or(heads),
+        seq_q,
+        seq_k: a.seq_k.unwrap_or(seq_q),
+        head_dim,
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    println!(
+        "verify attention batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} dtype={} backend={} seed={seed}",
+        shape.batch,
+        shape.heads,
+        shape.kv_heads,
+        shape.seq_q,
+        shape.seq_k,
+        shape.head_dim,
+        a.causal,
+        dtype.name(),
+        ctx.backend()
+    );
+    report_exit(check(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }))
+}
+
+/// Prints a verify result as the last line and maps it to the exit code.
+fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode {
+    match result {
         Ok(report) => {
             println!("{report}");
             if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
