@@ -35,6 +35,15 @@ def render():
         for g in gemm:
             out.append(f"| {g['version']} | {g['shape']} | {g['median_ms']:.4f} | {g['tflops']:.2f} | "
                        f"{fmt(g.get('cublas_tflops'), '.2f')} | {fmt(g.get('ratio'), '.3f')} |")
+    attention = doc.get("attention") or []
+    if attention:
+        out += ["", "Attention forward (bf16) against PyTorch's scaled_dot_product_attention in the same run:", "",
+                "| version | shape | causal | median ms | TFLOP/s | PyTorch TFLOP/s | ratio to PyTorch |",
+                "|---|---|---|---:|---:|---:|---:|"]
+        fmt = lambda v, f: "n/a" if v is None else format(v, f)
+        for a in attention:
+            out.append(f"| {a['version']} | {a['shape']} | {a['causal']} | {a['median_ms']:.4f} | {a['tflops']:.2f} | "
+                       f"{fmt(a.get('torch_tflops'), '.2f')} | {fmt(a.get('ratio'), '.3f')} |")
     return "\n".join(out) + "\n"
 
 

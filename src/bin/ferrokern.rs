@@ -537,7 +537,8 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         println!(
             "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
         );
-        let ok = emulator_sweep(&ctx, filter) & gemm_emulator_sweep(&ctx, filter);
+        let ok =
+            emulator_sweep(&ctx, filter) & gemm_emulator_sweep(&ctx, filter) & attention_emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
         if let Some(path) = &a.plot {
@@ -659,6 +660,8 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     progress.finish_and_clear();
     print_measurements(&rows);
     let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
+    let attention_rows =
+        if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
     if let Some(path) = a.json {
         let doc = serde_json::json!({
             "date": today(),
@@ -673,6 +676,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "reps": bench::REPS,
             "measurements": rows,
             "gemm": gemm_rows,
+            "attention": attention_rows,
         });
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
             println!("writing {}: {e}", path.display());
@@ -902,6 +906,41 @@ fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode 
 
 /// The GEMM part of the emulator sweep: every version on odd shapes, all four transpose
 /// pairs, with a batch and alpha/beta.
+/// The attention part of the emulator sweep: odd, unequal lengths, GQA, both dtypes, causal
+/// and not, under FlashAttention's rule.
+fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
+    use ferrokern::attention::{AttentionCase, AttentionShape, check};
+    if !filter.is_none_or(|f| "attention".contains(f)) {
+        return true;
+    }
+    let (mut count, mut failed) = (0, 0);
+    println!("\n{:<10} {:<34} {:>5} {:<6}  result", "attention", "shape", "dtype", "causal");
+    for dtype in [DType::BF16, DType::F16] {
+        for causal in [false, true] {
+            for (seq_q, seq_k, head_dim) in [(113, 113, 64), (7, 239, 128), (65, 33, 32)] {
+                let shape = AttentionShape { batch: 1, heads: 4, kv_heads: 2, seq_q, seq_k, head_dim };
+                count += 1;
+                let r = check(ctx, &AttentionCase { dtype, shape, causal, seed: 21 });
+                let line = match &r {
+                    Ok(rep) if rep.passed() => "PASS".to_string(),
+                    Ok(rep) => rep.to_string(),
+                    Err(e) => format!("ERROR {e}"),
+                };
+                failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+                println!(
+                    "{:<10} {:<34} {:>5} {:<6}  {line}",
+                    "v01_simt",
+                    format!("h4/kv2 q{seq_q} k{seq_k} d{head_dim}"),
+                    dtype.name(),
+                    causal
+                );
+            }
+        }
+    }
+    println!("attention emulator sweep: {} passed, {failed} failed", count - failed);
+    failed == 0
+}
+
 fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     use ferrokern::gemm::{Gemm, Trans, VERSIONS};
     if !gemm_selected(filter) {
@@ -947,6 +986,84 @@ fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
 
 /// The GEMM bench on the GPU: each version checked on an odd shape first (a fast wrong kernel
 /// is not a result), then timed on every shape of `bench::GEMM_SHAPES` against cuBLAS.
+/// Attention (bf16) against PyTorch's scaled_dot_product_attention in the same run, each
+/// shape checked with FlashAttention's rule on a small case first.
+fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
+    use ferrokern::attention::{self as att, AttentionCase, AttentionMeasurement, AttentionShape};
+    let check = AttentionCase {
+        dtype: DType::BF16,
+        shape: AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 100, seq_k: 100, head_dim: 128 },
+        causal: true,
+        seed: 5,
+    };
+    match att::check(ctx, &check) {
+        Ok(r) if r.passed() => {}
+        Ok(r) => {
+            println!("attention check: {r}");
+            *ok = false;
+            return Vec::new();
+        }
+        Err(e) => {
+            println!("attention check: {e}");
+            *ok = false;
+            return Vec::new();
+        }
+    }
+    let mut shapes = Vec::new();
+    for &(batch, heads, seq, head_dim) in att::BENCH_SHAPES {
+        for causal in [false, true] {
+            let s = AttentionShape { batch, heads, kv_heads: heads, seq_q: seq, seq_k: seq, head_dim };
+            shapes.push((s, causal, "bf16"));
+        }
+    }
+    let torch = att::torch_baseline(&shapes);
+    if let Err(why) = &torch {
+        println!("attention baseline: PyTorch unavailable ({why}); kernel times only");
+    }
+    let mut rows = Vec::new();
+    for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
+        match att::time::<half::bf16>(ctx, *s, *causal) {
+            Ok(ms) => {
+                let flops = att::flops(s, *causal);
+                let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
+                rows.push(AttentionMeasurement {
+                    version: "v01_simt",
+                    shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
+                    causal: *causal,
+                    dtype,
+                    median_ms: ms,
+                    tflops: flops / (ms * 1e9),
+                    torch_median_ms: torch_ms,
+                    torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
+                    ratio: torch_ms.map(|t| t / ms),
+                });
+            }
+            Err(e) => {
+                println!("attention {s:?} causal={causal}: {e}");
+                *ok = false;
+            }
+        }
+    }
+    println!(
+        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
+        "attention", "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
+    );
+    for r in &rows {
+        let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
+        println!(
+            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
+            r.version,
+            r.shape,
+            r.causal,
+            r.median_ms,
+            r.tflops,
+            f(r.torch_tflops, 2),
+            f(r.ratio, 3)
+        );
+    }
+    rows
+}
+
 fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::{Gemm, Trans, VERSIONS};
     let cublas = match ferrokern::cublas::Cublas::load(ctx) {
