@@ -35,6 +35,15 @@ def render():
         for g in gemm:
             out.append(f"| {g['version']} | {g['shape']} | {g['median_ms']:.4f} | {g['tflops']:.2f} | "
                        f"{fmt(g.get('cublas_tflops'), '.2f')} | {fmt(g.get('ratio'), '.3f')} |")
+    tc = doc.get("gemm_tc") or []
+    if tc:
+        out += ["", "Tensor-core GEMM (bf16 in, f32 out, NN) against cuBLAS cublasGemmEx (f32 compute) in the same run:", "",
+                "| version | shape (m x n x k) | median ms | TFLOP/s | cuBLAS TFLOP/s | ratio to cuBLAS |",
+                "|---|---|---:|---:|---:|---:|"]
+        fmt = lambda v, f: "n/a" if v is None else format(v, f)
+        for g in tc:
+            out.append(f"| {g['version']} | {g['shape']} | {g['median_ms']:.4f} | {g['tflops']:.2f} | "
+                       f"{fmt(g.get('cublas_tflops'), '.2f')} | {fmt(g.get('ratio'), '.3f')} |")
     attention = doc.get("attention") or []
     if attention:
         out += ["", "Attention forward (bf16) against PyTorch's scaled_dot_product_attention in the same run:", "",

@@ -491,6 +491,60 @@ pub fn gemm(
     })
 }
 
+/// Tensor-core GEMM shapes (m, n, k) from the issue: squares, decode-like skinny M with
+/// N = K = 8192, and a long K.
+pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (1, 8192, 8192),
+    (16, 8192, 8192),
+    (64, 8192, 8192),
+    (128, 8192, 8192),
+    (1024, 1024, 16384),
+];
+
+/// Times the tensor-core GEMM (bf16 inputs, f32 C, NN, alpha 1, beta 0) and, when given,
+/// cuBLAS `cublasGemmEx` with the same types and f32 compute on the same buffers.
+pub fn gemm_tc(
+    ctx: &Context,
+    cublas: Option<&crate::cublas::Cublas>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<GemmMeasurement> {
+    use crate::gemm::Gemm;
+    let g = Gemm::new(m, n, k);
+    let fill = |len: usize| -> Vec<bf16> {
+        (0..len).map(|i| bf16::from_f32(((i * 7919) % 1000) as f32 * 0.002 - 1.0)).collect()
+    };
+    let a = ctx.upload(&fill(m * k))?;
+    let b = ctx.upload(&fill(k * n))?;
+    let mut c = ctx.alloc::<f32>(m * n)?;
+    let t = ctx.time_runs(WARMUP, REPS, true, || {
+        crate::gemm_tc::gemm_tc(ctx, &g, a.as_view(), b.as_view(), c.as_view_mut())
+    })?;
+    let med = median(&t);
+    let flops = 2.0 * (m * n * k) as f64;
+    let base = match cublas {
+        Some(cb) => Some(median(
+            &ctx.time_runs(WARMUP, REPS, true, || cb.gemm_ex(&g, a.as_view(), b.as_view(), c.as_view_mut()))?,
+        )),
+        None => None,
+    };
+    Ok(GemmMeasurement {
+        version: crate::gemm_tc::VERSIONS[crate::gemm_tc::VERSIONS.len() - 1].name,
+        shape: format!("{m}x{n}x{k}"),
+        median_ms: med,
+        min_ms: t.iter().cloned().fold(f64::INFINITY, f64::min),
+        tflops: flops / (med * 1e9),
+        cublas_median_ms: base,
+        cublas_tflops: base.map(|b| flops / (b * 1e9)),
+        ratio: base.map(|b| b / med),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,38 @@ type SgemmFn = unsafe extern "C" fn(
     c_int,
 ) -> Status;
 
+/// `cublasGemmEx`: typed inputs (`cudaDataType`), a compute type and an algorithm.
+type GemmExFn = unsafe extern "C" fn(
+    Handle,
+    Op,
+    Op,
+    c_int,
+    c_int,
+    c_int,
+    *const c_void,
+    *const c_void,
+    c_int,
+    c_int,
+    *const c_void,
+    c_int,
+    c_int,
+    *const c_void,
+    *mut c_void,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> Status;
+
+/// `cudaDataType` values (library_types.h).
+const CUDA_R_32F: c_int = 0;
+const CUDA_R_16F: c_int = 2;
+const CUDA_R_16BF: c_int = 14;
+/// `CUBLAS_COMPUTE_32F` (cublas_api.h): f32 accumulation, as ferrokern's tensor-core GEMM.
+const CUBLAS_COMPUTE_32F: c_int = 68;
+/// `CUBLAS_GEMM_DEFAULT`: cuBLAS's heuristic picks the algorithm (tensor cores for 16-bit).
+const CUBLAS_GEMM_DEFAULT: c_int = -1;
+
 /// A loaded cuBLAS with one handle, on the GPU context current on this thread.
 ///
 /// Stream: ferrokern's `Context` does not expose its raw stream, so the handle keeps
@@ -46,6 +78,7 @@ pub struct Cublas {
     handle: Handle,
     destroy: DestroyFn,
     sgemm: SgemmFn,
+    gemm_ex: Option<GemmExFn>,
     /// Where the library came from, for the bench's header.
     pub path: String,
     // Last: the symbols above point into the library, so it is dropped after `handle`.
@@ -76,12 +109,13 @@ impl Cublas {
         let sym = |name: &str| Error::invalid(OP, format!("{path} has no {name}"));
         // SAFETY: the types are cuBLAS's v2 C signatures (cublas_api.h); the copied function
         // pointers stay valid while `_lib` lives, which the struct guarantees.
-        let (create, destroy, sgemm) = unsafe {
+        let (create, destroy, sgemm, gemm_ex) = unsafe {
             let create: CreateFn = *lib.get::<CreateFn>(b"cublasCreate_v2\0").map_err(|_| sym("cublasCreate_v2"))?;
             let destroy: DestroyFn =
                 *lib.get::<DestroyFn>(b"cublasDestroy_v2\0").map_err(|_| sym("cublasDestroy_v2"))?;
             let sgemm: SgemmFn = *lib.get::<SgemmFn>(b"cublasSgemm_v2\0").map_err(|_| sym("cublasSgemm_v2"))?;
-            (create, destroy, sgemm)
+            let gemm_ex = lib.get::<GemmExFn>(b"cublasGemmEx\0").ok().map(|f| *f);
+            (create, destroy, sgemm, gemm_ex)
         };
         let mut handle: Handle = std::ptr::null_mut();
         // SAFETY: writes one handle; the GPU context is current on this thread (the caller's
@@ -90,7 +124,7 @@ impl Cublas {
         if st != 0 || handle.is_null() {
             return Err(Error::invalid(OP, format!("cublasCreate_v2 failed with status {st}")));
         }
-        Ok(Cublas { handle, destroy, sgemm, path: path.to_string(), _lib: lib })
+        Ok(Cublas { handle, destroy, sgemm, gemm_ex, path: path.to_string(), _lib: lib })
     }
 
     /// `C = alpha op(A) op(B) + beta C`, row-major, one matrix (`g.batch == 1`), through
@@ -132,6 +166,68 @@ impl Cublas {
         };
         if st != 0 {
             return Err(Error::invalid(OP, format!("cublasSgemm_v2 failed with status {st}")));
+        }
+        Ok(())
+    }
+}
+
+impl Cublas {
+    /// The tensor-core baseline: `C (f32) = alpha A B + beta C` with 16-bit `A`, `B`
+    /// (`T` = bf16 or f16), f32 compute, NN row-major, through `cublasGemmEx` with the same
+    /// row-major trick as [`Cublas::sgemm`].
+    pub fn gemm_ex<T: crate::gemm_tc::TcInput>(
+        &self,
+        g: &Gemm,
+        a: BufRef<'_, T>,
+        b: BufRef<'_, T>,
+        c: BufMut<'_, f32>,
+    ) -> Result<()> {
+        const OP: &str = "cublas";
+        let Some(gemm_ex) = self.gemm_ex else {
+            return Err(Error::invalid(OP, format!("{} has no cublasGemmEx", self.path)));
+        };
+        if g.batch != 1 || g.trans_a.is_t() || g.trans_b.is_t() {
+            return Err(Error::invalid(OP, "the cublasGemmEx baseline runs one NN matrix"));
+        }
+        let dims = [g.m, g.n, g.k, g.lda.max(1), g.ldb.max(1), g.ldc.max(1)];
+        if dims.iter().any(|&d| d > i32::MAX as usize) {
+            return Err(Error::invalid(OP, "cuBLAS takes 32-bit sizes and leading dimensions"));
+        }
+        let need = |rows: usize, ld: usize, cols: usize| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+        if a.len() < need(g.m, g.lda, g.k) || b.len() < need(g.k, g.ldb, g.n) || c.len() < need(g.m, g.ldc, g.n) {
+            return Err(Error::invalid(OP, "a view is shorter than the shape and leading dimensions need"));
+        }
+        let ty = if T::DTYPE == crate::DType::BF16 { CUDA_R_16BF } else { CUDA_R_16F };
+        let i = |v: usize| v as c_int;
+        let (alpha, beta) = (g.alpha, g.beta);
+        // SAFETY: live device views of the GPU context whose lengths cover the shape (checked
+        // above); the element types match `ty` and CUDA_R_32F; alpha and beta are host f32
+        // scalars, as CUBLAS_COMPUTE_32F expects.
+        let st = unsafe {
+            gemm_ex(
+                self.handle,
+                0,
+                0,
+                i(g.n),
+                i(g.m),
+                i(g.k),
+                &alpha as *const f32 as *const c_void,
+                b.addr() as *const c_void,
+                ty,
+                i(g.ldb.max(1)),
+                a.addr() as *const c_void,
+                ty,
+                i(g.lda.max(1)),
+                &beta as *const f32 as *const c_void,
+                c.addr() as *mut c_void,
+                CUDA_R_32F,
+                i(g.ldc.max(1)),
+                CUBLAS_COMPUTE_32F,
+                CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        if st != 0 {
+            return Err(Error::invalid(OP, format!("cublasGemmEx failed with status {st}")));
         }
         Ok(())
     }

@@ -660,6 +660,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     progress.finish_and_clear();
     print_measurements(&rows);
     let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
+    let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
     let attention_rows =
         if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
     if let Some(path) = a.json {
@@ -676,6 +677,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "reps": bench::REPS,
             "measurements": rows,
             "gemm": gemm_rows,
+            "gemm_tc": gemm_tc_rows,
             "attention": attention_rows,
         });
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
@@ -986,6 +988,56 @@ fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
 
 /// The GEMM bench on the GPU: each version checked on an odd shape first (a fast wrong kernel
 /// is not a result), then timed on every shape of `bench::GEMM_SHAPES` against cuBLAS.
+/// The tensor-core GEMM (bf16 in, f32 out) against cuBLAS `cublasGemmEx` in the same run,
+/// checked first.
+fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
+    use ferrokern::gemm::Gemm;
+    let v = &ferrokern::gemm_tc::VERSIONS[ferrokern::gemm_tc::VERSIONS.len() - 1];
+    let case = verify::GemmCase { gemm: Gemm::new(131, 257, 67).scaled(1.0, 0.5), seed: 5, offset: 0 };
+    match verify::gemm_tc_with::<half::bf16>(ctx, &case, v) {
+        Ok(r) if r.passed() => {}
+        Ok(r) => {
+            println!("gemm_tc check: {r}");
+            *ok = false;
+            return Vec::new();
+        }
+        Err(e) => {
+            println!("gemm_tc check: {e}");
+            *ok = false;
+            return Vec::new();
+        }
+    }
+    let cublas = ferrokern::cublas::Cublas::load(ctx).map_err(|e| println!("\ngemm_tc baseline: none ({e})")).ok();
+    println!(
+        "\n{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
+        "gemm_tc (bf16)", "m x n x k", "median ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
+    );
+    let mut rows = Vec::new();
+    for &(m, n, k) in bench::GEMM_TC_SHAPES {
+        match bench::gemm_tc(ctx, cublas.as_ref(), m, n, k) {
+            Ok(r) => {
+                let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
+                println!(
+                    "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
+                    r.version,
+                    r.shape,
+                    r.median_ms,
+                    r.tflops,
+                    opt(r.cublas_median_ms, 4),
+                    opt(r.cublas_tflops, 2),
+                    opt(r.ratio, 3)
+                );
+                rows.push(r);
+            }
+            Err(e) => {
+                println!("gemm_tc {m}x{n}x{k}: {e}");
+                *ok = false;
+            }
+        }
+    }
+    rows
+}
+
 /// Attention (bf16) against PyTorch's scaled_dot_product_attention in the same run, each
 /// shape checked with FlashAttention's rule on a small case first.
 fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
