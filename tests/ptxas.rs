@@ -91,3 +91,29 @@ fn top_gemm_version_uses_128_bit_shared_loads_and_ffma() {
         println!("{arch} {}: {} LDS.128, {} FFMA, no local memory", top.name, get("LDS.128"), get("FFMA"));
     }
 }
+
+#[test]
+fn tensor_core_gemm_sass_has_hmma_ldmatrix_and_async_copies() {
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    for (arch, ptx) in ferrokern::PTX {
+        let (_, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        for v in ferrokern::gpu_kernels::gemm_tc::VERSIONS {
+            for k in [v.bf16.name, v.f16.name] {
+                let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+                let get = |c: &str| m.get(c).copied().unwrap_or(0);
+                assert!(get("HMMA") >= 16, "{arch} {k}: {} HMMA in {m:?}", get("HMMA"));
+                assert!(get("LDSM") >= 1, "{arch} {k}: no LDSM (ldmatrix) in {m:?}");
+                assert!(get("LDGSTS") >= 1, "{arch} {k}: no LDGSTS (cp.async) in {m:?}");
+                assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+                println!(
+                    "{arch} {k}: {} HMMA, {} LDSM, {} LDGSTS, no local memory",
+                    get("HMMA"),
+                    get("LDSM"),
+                    get("LDGSTS")
+                );
+            }
+        }
+    }
+}
