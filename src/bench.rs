@@ -32,6 +32,18 @@ pub struct Measurement {
     pub ratio: f64,
 }
 
+/// GPU time of `iters` back-to-back runs of `f`, between two CUDA events: what the criterion
+/// benches hand to `iter_custom`.
+pub fn gpu_time(ctx: &Context, iters: u64, mut f: impl FnMut() -> Result<()>) -> Result<std::time::Duration> {
+    let ms = ctx.time_runs(1, 1, false, || {
+        for _ in 0..iters {
+            f()?;
+        }
+        Ok(())
+    })?;
+    Ok(std::time::Duration::from_secs_f64(ms[0] / 1e3))
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));

@@ -9,16 +9,8 @@ use ferrokern::verify::RowOp;
 use ferrokern::{BackendChoice, Context, Result};
 use std::time::Duration;
 
-fn gpu_time(ctx: &Context, iters: u64, mut f: impl FnMut() -> Result<()>) -> Duration {
-    let ms = ctx
-        .time_runs(1, 1, false, || {
-            for _ in 0..iters {
-                f()?;
-            }
-            Ok(())
-        })
-        .expect("timed run");
-    Duration::from_secs_f64(ms[0] / 1e3)
+fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
+    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
 }
 
 /// Benches `ops` (bf16, each on `shape`) with their copy baselines.
