@@ -1016,17 +1016,7 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     for &(m, n, k) in bench::GEMM_TC_SHAPES {
         match bench::gemm_tc(ctx, cublas.as_ref(), m, n, k) {
             Ok(r) => {
-                let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
-                println!(
-                    "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
-                    r.version,
-                    r.shape,
-                    r.median_ms,
-                    r.tflops,
-                    opt(r.cublas_median_ms, 4),
-                    opt(r.cublas_tflops, 2),
-                    opt(r.ratio, 3)
-                );
+                print_gemm_row(&r);
                 rows.push(r);
             }
             Err(e) => {
@@ -1116,6 +1106,21 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
     rows
 }
 
+/// One row of a GEMM table: the version, then cuBLAS, then the ratio.
+fn print_gemm_row(r: &bench::GemmMeasurement) {
+    let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
+    println!(
+        "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
+        r.version,
+        r.shape,
+        r.median_ms,
+        r.tflops,
+        opt(r.cublas_median_ms, 4),
+        opt(r.cublas_tflops, 2),
+        opt(r.ratio, 3)
+    );
+}
+
 fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::{Gemm, Trans, VERSIONS};
     let cublas = match ferrokern::cublas::Cublas::load(ctx) {
@@ -1174,17 +1179,7 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
         for &v in &checked {
             match bench::gemm(ctx, v, &mut w, base) {
                 Ok(r) => {
-                    let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
-                    println!(
-                        "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
-                        r.version,
-                        r.shape,
-                        r.median_ms,
-                        r.tflops,
-                        opt(r.cublas_median_ms, 4),
-                        opt(r.cublas_tflops, 2),
-                        opt(r.ratio, 3)
-                    );
+                    print_gemm_row(&r);
                     rows.push(r);
                 }
                 Err(e) => {
