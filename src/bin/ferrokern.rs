@@ -291,17 +291,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         );
         verify::rows(&ctx, &RowCase { op, dtype, shape, seed, offset: a.offset, values, strategy })
     };
-    match result {
-        Ok(report) => {
-            println!("{report}");
-            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
-        }
-        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
-        Err(e) => {
-            println!("FAIL error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    report_exit(result)
 }
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
@@ -779,17 +769,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
-    match verify::gemm_with(&ctx, &case, v) {
-        Ok(report) => {
-            println!("{report}");
-            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
-        }
-        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
-        Err(e) => {
-            println!("FAIL error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    report_exit(verify::gemm_with(&ctx, &case, v))
 }
 
 /// `verify gemm --dtype bf16|f16`: the tensor-core path (NN, f32 C).
