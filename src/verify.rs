@@ -539,10 +539,29 @@ pub const GEMM_GAP: f32 = -7777.0;
 /// random values otherwise; its gaps hold [`GEMM_GAP`]; guard regions surround it. Each
 /// element is judged against the f64 reference within [`reference::gemm_f32_error`].
 pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVersion) -> Result<Report> {
+    gemm_check::<f32>(
+        ctx,
+        case,
+        |g, a, b, c| crate::gemm::gemm_with(ctx, version, g, a, b, c),
+        reference::gemm_f32_error,
+    )
+}
+
+/// The GEMM check both paths share: inputs of type `T` (random f32 values rounded to `T`),
+/// C filled with data (or poison when beta = 0, which must not be read) and gaps between
+/// rows, guards around it; `launch` runs the kernel; each element is judged against the f64
+/// product of the rounded inputs within `bound(k, alpha, (|A||B|)_ij, beta, c)`.
+fn gemm_check<T: Float>(
+    ctx: &Context,
+    case: &GemmCase,
+    launch: impl FnOnce(&crate::gemm::Gemm, BufRef<'_, T>, BufRef<'_, T>, crate::BufMut<'_, f32>) -> Result<()>,
+    bound_of: fn(usize, f64, f64, f64, f64) -> f64,
+) -> Result<Report> {
     let g = case.gemm;
     let mut rng = SmallRng::seed_from_u64(case.seed);
-    let a: Vec<f32> = random_vec(&mut rng, g.a_len(), Values::Finite);
-    let b: Vec<f32> = random_vec(&mut rng, g.b_len(), Values::Finite);
+    let round = |v: Vec<f32>| -> Vec<T> { v.iter().map(|&x| T::from_f64(x as f64)).collect() };
+    let a: Vec<T> = round(random_vec::<f32>(&mut rng, g.a_len(), Values::Finite));
+    let b: Vec<T> = round(random_vec::<f32>(&mut rng, g.b_len(), Values::Finite));
     let mut c0 = vec![GEMM_GAP; g.c_len()];
     let poison = f32::from_bits(<f32 as gpu_kernels::Element>::POISON_BITS);
     let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
@@ -558,17 +577,10 @@ pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVers
     let (a_buf, b_buf) = (upload_at(ctx, &a, case.offset)?, upload_at(ctx, &b, case.offset)?);
     let mut out = Guarded::<f32>::poisoned_at(ctx, c0.len(), case.offset)?;
     out.view_mut().copy_from_host(&c0)?;
-    crate::gemm::gemm_with(
-        ctx,
-        version,
-        &g,
-        view_at(&a_buf, case.offset),
-        view_at(&b_buf, case.offset),
-        out.view_mut(),
-    )?;
+    launch(&g, view_at(&a_buf, case.offset), view_at(&b_buf, case.offset), out.view_mut())?;
     let (got, guard) = out.finish()?;
-    let a64: Vec<f64> = a.iter().map(|&v| v as f64).collect();
-    let b64: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+    let a64: Vec<f64> = a.iter().map(|v| v.to_f64()).collect();
+    let b64: Vec<f64> = b.iter().map(|v| v.to_f64()).collect();
     let mut want: Vec<f64> = c0.iter().map(|&v| v as f64).collect();
     let mut bound = vec![0.0; c0.len()];
     let (alpha, beta) = (g.alpha as f64, g.beta as f64);
@@ -576,7 +588,7 @@ pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVers
         let (ab, abs) = reference::gemm_dot(&g, &a64, &b64, z, i, j);
         let c = c0[at] as f64;
         want[at] = reference::gemm_element(alpha, ab, beta, c);
-        bound[at] = reference::gemm_f32_error(g.k, alpha, abs, beta, c);
+        bound[at] = bound_of(g.k, alpha, abs, beta, c);
     });
     Ok(check::compare(&got, &want, &bound, guard))
 }
@@ -594,46 +606,10 @@ pub fn gemm_tc_with<T: crate::gemm_tc::TcInput>(
     case: &GemmCase,
     version: &crate::gemm_tc::TcVersion,
 ) -> Result<Report> {
-    let g = case.gemm;
-    let mut rng = SmallRng::seed_from_u64(case.seed);
-    let a: Vec<T> =
-        random_vec::<f32>(&mut rng, g.a_len(), Values::Finite).iter().map(|&v| T::from_f64(v as f64)).collect();
-    let b: Vec<T> =
-        random_vec::<f32>(&mut rng, g.b_len(), Values::Finite).iter().map(|&v| T::from_f64(v as f64)).collect();
-    let mut c0 = vec![GEMM_GAP; g.c_len()];
-    let poison = f32::from_bits(<f32 as gpu_kernels::Element>::POISON_BITS);
-    let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
-        for z in 0..g.batch {
-            for i in 0..g.m {
-                for j in 0..g.n {
-                    f(z, i, j, z * g.stride_c + i * g.ldc + j);
-                }
-            }
-        }
-    };
-    each(&mut |_, _, _, at| c0[at] = if g.beta == 0.0 { poison } else { draw::<f32>(&mut rng, Values::Finite) });
-    let (a_buf, b_buf) = (upload_at(ctx, &a, case.offset)?, upload_at(ctx, &b, case.offset)?);
-    let mut out = Guarded::<f32>::poisoned_at(ctx, c0.len(), case.offset)?;
-    out.view_mut().copy_from_host(&c0)?;
-    crate::gemm_tc::gemm_tc_with(
+    gemm_check::<T>(
         ctx,
-        version,
-        &g,
-        view_at(&a_buf, case.offset),
-        view_at(&b_buf, case.offset),
-        out.view_mut(),
-    )?;
-    let (got, guard) = out.finish()?;
-    let a64: Vec<f64> = a.iter().map(|&v| v.to_f64()).collect();
-    let b64: Vec<f64> = b.iter().map(|&v| v.to_f64()).collect();
-    let mut want: Vec<f64> = c0.iter().map(|&v| v as f64).collect();
-    let mut bound = vec![0.0; c0.len()];
-    let (alpha, beta) = (g.alpha as f64, g.beta as f64);
-    each(&mut |z, i, j, at| {
-        let (ab, abs) = reference::gemm_dot(&g, &a64, &b64, z, i, j);
-        let c = c0[at] as f64;
-        want[at] = reference::gemm_element(alpha, ab, beta, c);
-        bound[at] = reference::gemm_tc_error(g.k, alpha, abs, beta, c);
-    });
-    Ok(check::compare(&got, &want, &bound, guard))
+        case,
+        |g, a, b, c| crate::gemm_tc::gemm_tc_with(ctx, version, g, a, b, c),
+        reference::gemm_tc_error,
+    )
 }
