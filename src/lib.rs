@@ -23,6 +23,7 @@ pub mod gemm;
 pub mod gemm_tc;
 pub mod info;
 pub mod norm;
+pub mod paged;
 pub mod reduce;
 pub mod reference;
 pub mod rows;

@@ -17,6 +17,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod gemm_tc;
 pub mod norm;
+pub mod paged;
 pub mod reduce;
 pub mod rows;
 pub mod selftest;
@@ -93,6 +94,7 @@ macro_rules! kernels {
 pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("elementwise", elementwise::KERNEL_NAMES),
     ("attention", attention::KERNEL_NAMES),
+    ("paged", paged::KERNEL_NAMES),
     ("reduce", reduce::KERNEL_NAMES),
     ("norm", norm::KERNEL_NAMES),
     ("softmax", softmax::KERNEL_NAMES),
@@ -111,5 +113,6 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         .or_else(|| gemm::launch_threads(name))
         .or_else(|| gemm_tc::launch_threads(name))
         .or_else(|| attention::launch_threads(name))
+        .or_else(|| paged::launch_threads(name))
         .or_else(|| selftest::launch_threads(name))
 }

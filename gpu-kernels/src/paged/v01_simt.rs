@@ -1,0 +1,247 @@
+//! v01: paged decode attention on the CUDA cores: per (sequence, kv head, context chunk) a
+//! block stages K/V tiles gathered through the block table in shared memory, and each warp
+//! runs the online softmax of one query head of the kv group (GQA shares the tiles). The
+//! correct baseline; not yet measured on a GPU.
+//!
+//! # Thread mapping
+//! Decode: grid x = context chunk (split), y = `kv_head * head_groups + g`, z = sequence,
+//! where `head_groups = ceil((heads / kv_heads) / WARPS)`; warp `w` owns query head
+//! `kv_head * group + g * WARPS + w` (idle past the group, but still loads tiles). For each
+//! tile of [`BK`] tokens all threads gather K and V rows (thread `t` loads column `t % d` of
+//! row `t / d`, so a row's load is contiguous in its page), then lane `l` scores token `l`
+//! and the warp updates its running max and sum and accumulates `P V` into the `d / 32`
+//! dimensions lane `l` owns (`l + 32 i`). Combine: grid (ceil(heads / WARPS), batch), a warp
+//! per (sequence, head) merges the chunks in order. Append: grid (kv_heads, batch), the
+//! block's threads copy one token row of K and V.
+//!
+//! # Tiling
+//! K and V tiles are f32 rows padded by one float so the score loop's lanes (different rows,
+//! same column) fall in different banks, as in `attention::v01_simt`. A tile never crosses a
+//! chunk boundary (`split_keys` is a multiple of [`BK`]); it may span pages (page size 16) or
+//! sit inside one (32, 64): the page is looked up per row.
+//!
+//! # Safety
+//! The launcher guarantees the view lengths match the shapes, `d` is a multiple of 32 and at
+//! most [`MAX_HEAD_DIM`], `heads % kv_heads == 0`, every context length is in
+//! `0..=max_pages * page_size`, every block-table entry a context uses is in `0..num_pages`
+//! (append: also the entry of position `context_lens[b]`, with distinct target rows), and
+//! `partial` holds `batch * heads * splits * (d + 2)` words when `splits > 1`.
+
+use super::{PagedAppendParams, PagedDecodeParams};
+use crate::device::reduce::{MaxNan, Sum, warp_reduce};
+use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
+use crate::device::warp::{FULL_MASK, lane_id, sync_warp};
+use crate::device::{Element, Shared, WARP_SIZE, math};
+
+/// Warps (query heads of one kv group) per block.
+pub const WARPS: u32 = 4;
+pub const THREADS: u32 = WARPS * WARP_SIZE;
+/// Tokens per shared-memory tile: one per lane.
+pub const BK: u32 = WARP_SIZE;
+/// Largest head dimension (output dims per lane: `MAX_HEAD_DIM / 32`).
+pub const MAX_HEAD_DIM: u32 = 128;
+const DPL: usize = (MAX_HEAD_DIM / WARP_SIZE) as usize;
+/// Padded row stride of the K and V tiles, in floats.
+const KV_STRIDE: u32 = MAX_HEAD_DIM + 1;
+
+const K_OFF: u32 = 0;
+const V_OFF: u32 = K_OFF + Shared::<f32>::bytes(BK * KV_STRIDE);
+const Q_OFF: u32 = V_OFF + Shared::<f32>::bytes(BK * KV_STRIDE);
+const P_OFF: u32 = Q_OFF + Shared::<f32>::bytes(WARPS * MAX_HEAD_DIM);
+/// Dynamic shared memory of the decode kernel (combine and append use none).
+pub const SHARED_BYTES: u32 = P_OFF + Shared::<f32>::bytes(WARPS * BK);
+const _: () = assert!(SHARED_BYTES <= 48 * 1024, "v01 stays under the 48 KB needing no opt-in");
+const _: () = assert!(MAX_HEAD_DIM.is_multiple_of(WARP_SIZE));
+
+const K_S: Shared<f32> = Shared::at(K_OFF, BK * KV_STRIDE);
+const V_S: Shared<f32> = Shared::at(V_OFF, BK * KV_STRIDE);
+const Q_S: Shared<f32> = Shared::at(Q_OFF, WARPS * MAX_HEAD_DIM);
+const P_S: Shared<f32> = Shared::at(P_OFF, WARPS * BK);
+
+/// Blocks along grid y per kv head: the kv group's query heads, [`WARPS`] per block.
+pub const fn head_groups(heads: u32, kv_heads: u32) -> u32 {
+    (heads / kv_heads).div_ceil(WARPS)
+}
+
+/// Words of one chunk's partial state: `m`, `l`, then `acc[d]`.
+pub const fn partial_words(d: u32) -> u32 {
+    d + 2
+}
+
+#[inline(always)]
+pub fn run<T: Element>(p: PagedDecodeParams<T>) {
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / WARP_SIZE, lane_id());
+    let (split, by, b) = (block_idx_x() as usize, block_idx_y(), block_idx_z() as usize);
+    let d = p.d as usize;
+    let group = p.heads / p.kv_heads;
+    let groups = head_groups(p.heads, p.kv_heads);
+    let (kvh, g) = ((by / groups) as usize, by % groups);
+    let local = g * WARPS + warp;
+    let active = local < group;
+    let h = kvh * group as usize + local as usize;
+    let q_base = (b * p.heads as usize + h) * d;
+    let (page_size, kv_heads) = (p.page_size as usize, p.kv_heads as usize);
+    let table = b * p.max_pages as usize;
+
+    // This block's tokens: the whole context, or chunk `split` of it.
+    let ctx_len = p.context_lens.load(b) as usize;
+    let (begin, end) = if p.splits > 1 {
+        let begin = split * p.split_keys as usize;
+        (begin, (begin + p.split_keys as usize).min(ctx_len))
+    } else {
+        (0, ctx_len)
+    };
+
+    // Stage this warp's query row (scaled into base-2 units) in shared memory.
+    let mut dd = lane as usize;
+    while dd < d {
+        let qv = if active { p.q.load(q_base + dd).to_f32() * p.scale_log2 } else { 0.0 };
+        Q_S.store(warp * MAX_HEAD_DIM + dd as u32, qv);
+        dd += WARP_SIZE as usize;
+    }
+
+    let mut m = f32::NEG_INFINITY; // running max, base-2 units
+    let mut l = 0.0f32; // running sum of 2^(s - m)
+    let mut acc = [0.0f32; DPL];
+    let mut tile = begin;
+    while tile < end {
+        sync_threads(); // the previous tile's readers are done
+        let rows = (end - tile).min(BK as usize);
+        let mut e = tid as usize;
+        while e < BK as usize * d {
+            let (r, c) = (e / d, e % d);
+            let (kv, vv) = if r < rows {
+                let j = tile + r;
+                let page = p.block_tables.load(table + j / page_size) as usize;
+                let at = ((page * kv_heads + kvh) * page_size + j % page_size) * d + c;
+                (p.k_cache.load(at).to_f32(), p.v_cache.load(at).to_f32())
+            } else {
+                (0.0, 0.0)
+            };
+            K_S.store(r as u32 * KV_STRIDE + c as u32, kv);
+            V_S.store(r as u32 * KV_STRIDE + c as u32, vv);
+            e += THREADS as usize;
+        }
+        sync_threads();
+        let mut s = f32::NEG_INFINITY;
+        if active && (lane as usize) < rows {
+            let mut dot = 0.0f32;
+            for c in 0..d {
+                dot = math::fma(Q_S.load(warp * MAX_HEAD_DIM + c as u32), K_S.load(lane * KV_STRIDE + c as u32), dot);
+            }
+            s = dot;
+        }
+        let tile_max = warp_reduce(MaxNan(s)).0;
+        let m_new = math::max_nan(m, tile_max);
+        let (corr, pj) = if m_new == f32::NEG_INFINITY {
+            (1.0, 0.0)
+        } else {
+            let corr = if m == f32::NEG_INFINITY { 0.0 } else { math::exp2_approx(m - m_new) };
+            (corr, if s == f32::NEG_INFINITY { 0.0 } else { math::exp2_approx(s - m_new) })
+        };
+        l = l * corr + warp_reduce(Sum(pj)).0;
+        m = m_new;
+        P_S.store(warp * BK + lane, pj);
+        sync_warp(FULL_MASK);
+        for (t, a) in acc.iter_mut().enumerate() {
+            let dd = lane as usize + t * WARP_SIZE as usize;
+            if dd < d {
+                let mut sum = *a * corr;
+                for r in 0..rows {
+                    sum = math::fma(P_S.load(warp * BK + r as u32), V_S.load(r as u32 * KV_STRIDE + dd as u32), sum);
+                }
+                *a = sum;
+            }
+        }
+        // This warp's P row is rewritten next tile only after the block barrier above.
+        tile += BK as usize;
+    }
+    if !active {
+        return;
+    }
+    if p.splits > 1 {
+        // Unnormalized state for the combine; an empty chunk writes (-inf, 0, 0).
+        let base = ((b * p.heads as usize + h) * p.splits as usize + split) * partial_words(p.d) as usize;
+        if lane == 0 {
+            p.partial.store(base, m.to_bits());
+            p.partial.store(base + 1, l.to_bits());
+        }
+        for (t, a) in acc.iter().enumerate() {
+            let dd = lane as usize + t * WARP_SIZE as usize;
+            if dd < d {
+                p.partial.store(base + 2 + dd, a.to_bits());
+            }
+        }
+    } else {
+        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+        for (t, a) in acc.iter().enumerate() {
+            let dd = lane as usize + t * WARP_SIZE as usize;
+            if dd < d {
+                p.o.store(q_base + dd, T::from_f32(a * inv));
+            }
+        }
+    }
+}
+
+/// Merges the chunks' partial states of one (sequence, head) per warp, chunk 0 first.
+#[inline(always)]
+pub fn combine<T: Element>(p: PagedDecodeParams<T>) {
+    let (warp, lane) = (thread_idx_x() / WARP_SIZE, lane_id());
+    let h = (block_idx_x() * WARPS + warp) as usize;
+    let b = block_idx_z() as usize;
+    if h >= p.heads as usize {
+        return;
+    }
+    let (d, splits, words) = (p.d as usize, p.splits as usize, partial_words(p.d) as usize);
+    let row = (b * p.heads as usize + h) * splits * words;
+    let mut big_m = f32::NEG_INFINITY;
+    for s in 0..splits {
+        big_m = math::max_nan(big_m, f32::from_bits(p.partial.load(row + s * words)));
+    }
+    let mut l = 0.0f32;
+    let mut acc = [0.0f32; DPL];
+    if big_m != f32::NEG_INFINITY {
+        for s in 0..splits {
+            let at = row + s * words;
+            let ms = f32::from_bits(p.partial.load(at));
+            if ms == f32::NEG_INFINITY {
+                continue; // an empty chunk (past the context) adds nothing
+            }
+            let w = math::exp2_approx(ms - big_m);
+            l = math::fma(f32::from_bits(p.partial.load(at + 1)), w, l);
+            for (t, a) in acc.iter_mut().enumerate() {
+                let dd = lane as usize + t * WARP_SIZE as usize;
+                if dd < d {
+                    *a = math::fma(f32::from_bits(p.partial.load(at + 2 + dd)), w, *a);
+                }
+            }
+        }
+    }
+    let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+    let out = (b * p.heads as usize + h) * d;
+    for (t, a) in acc.iter().enumerate() {
+        let dd = lane as usize + t * WARP_SIZE as usize;
+        if dd < d {
+            p.o.store(out + dd, T::from_f32(a * inv));
+        }
+    }
+}
+
+/// Writes the new token's K and V rows of one (sequence, kv head) at position
+/// `context_lens[b]` of the sequence.
+#[inline(always)]
+pub fn append<T: Element>(p: PagedAppendParams<T>) {
+    let (kvh, b) = (block_idx_x() as usize, block_idx_z() as usize);
+    let (d, page_size, kv_heads) = (p.d as usize, p.page_size as usize, p.kv_heads as usize);
+    let pos = p.context_lens.load(b) as usize;
+    let page = p.block_tables.load(b * p.max_pages as usize + pos / page_size) as usize;
+    let dst = ((page * kv_heads + kvh) * page_size + pos % page_size) * d;
+    let src = (b * kv_heads + kvh) * d;
+    let mut c = thread_idx_x() as usize;
+    while c < d {
+        p.k_cache.store(dst + c, p.k_new.load(src + c));
+        p.v_cache.store(dst + c, p.v_new.load(src + c));
+        c += THREADS as usize;
+    }
+}

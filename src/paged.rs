@@ -1,0 +1,653 @@
+//! Decode attention over a paged KV cache (one query token per sequence, GQA, variable context
+//! lengths in one batch, bf16/f16), with split-K over the context (flash-decoding) and a
+//! fixed-order combine; and `paged_append`, which writes each sequence's new token into its
+//! page. Layout: see `gpu-kernels/src/paged/mod.rs` (`k_cache, v_cache: [num_pages, kv_heads,
+//! page_size, head_dim]`, `q, o: [batch, heads, head_dim]`).
+//!
+//! **Block tables and context lengths are host slices** (`&[i32]`): the launcher validates
+//! them (every page a context uses is in `0..num_pages`, no context longer than its table)
+//! and uploads them per call, so a bad table is a typed error before any launch, never an
+//! out-of-bounds read. Entries past a sequence's used pages are ignored (any value).
+//!
+//! Bitwise deterministic run to run: no atomics, the combine merges chunks in order.
+//! Checked against the f64 reference with FlashAttention's rule (see [`check`]).
+
+use crate::check::{self, Guarded, Report};
+use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
+use gpu_kernels::KernelDef;
+use gpu_kernels::device::GlobalMut;
+use gpu_kernels::paged::v01_simt::{BK, MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS, head_groups, partial_words};
+use gpu_kernels::paged::{self as k, PagedAppendParams, PagedDecodeParams};
+use half::{bf16, f16};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+const OP: &str = "paged_decode";
+const OP_APPEND: &str = "paged_append";
+
+/// Page sizes (tokens per page) the kernels support.
+pub const PAGE_SIZES: &[usize] = &[16, 32, 64];
+
+/// The cache types: bf16 and f16.
+pub trait PagedFloat: Float {
+    const DECODE: &'static KernelDef<PagedDecodeParams<Self>>;
+    const COMBINE: &'static KernelDef<PagedDecodeParams<Self>>;
+    const APPEND: &'static KernelDef<PagedAppendParams<Self>>;
+}
+impl PagedFloat for bf16 {
+    const DECODE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_V01_BF16;
+    const COMBINE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_COMBINE_BF16;
+    const APPEND: &'static KernelDef<PagedAppendParams<Self>> = &k::PAGED_APPEND_BF16;
+}
+impl PagedFloat for f16 {
+    const DECODE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_V01_F16;
+    const COMBINE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_COMBINE_F16;
+    const APPEND: &'static KernelDef<PagedAppendParams<Self>> = &k::PAGED_APPEND_F16;
+}
+
+/// The cache's and the batch's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedShape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// Tokens per page: 16, 32 or 64.
+    pub page_size: usize,
+    /// Physical pages in the cache.
+    pub num_pages: usize,
+    /// Columns of the block table (logical pages per sequence at most).
+    pub max_pages: usize,
+}
+
+impl PagedShape {
+    /// `q` and `o`: `[batch, heads, head_dim]`.
+    pub fn q_len(&self) -> usize {
+        self.batch * self.heads * self.head_dim
+    }
+    /// Each of `k_cache`, `v_cache`: `[num_pages, kv_heads, page_size, head_dim]`.
+    pub fn cache_len(&self) -> usize {
+        self.num_pages * self.kv_heads * self.page_size * self.head_dim
+    }
+    /// `block_tables`: `[batch, max_pages]`.
+    pub fn table_len(&self) -> usize {
+        self.batch * self.max_pages
+    }
+    /// Append's `k_new`, `v_new`: `[batch, kv_heads, head_dim]`.
+    pub fn new_len(&self) -> usize {
+        self.batch * self.kv_heads * self.head_dim
+    }
+    /// Element offset of token `slot` of kv head `kvh` in physical page `page`.
+    pub fn cache_row(&self, page: usize, kvh: usize, slot: usize) -> usize {
+        ((page * self.kv_heads + kvh) * self.page_size + slot) * self.head_dim
+    }
+}
+
+/// How the context is cut for split-K (flash-decoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Split when the batch gives too few blocks to fill the GPU and contexts are long.
+    Auto,
+    /// One block per (sequence, head group) over the whole context.
+    Off,
+    /// Chunks of this many tokens (a positive multiple of 32), then the combine.
+    Keys(usize),
+}
+
+/// Blocks the auto split aims for (about two per SM on an H100/H200).
+pub const AUTO_TARGET_BLOCKS: usize = 256;
+/// Shortest chunk the auto split makes, in tokens.
+pub const AUTO_MIN_CHUNK: usize = 256;
+
+/// `(splits, split_keys)` for a batch whose longest context is `max_ctx`.
+pub fn split_plan(s: &PagedShape, max_ctx: usize, split: Split) -> (usize, usize) {
+    let chunk = match split {
+        Split::Off => return (1, 0),
+        Split::Keys(n) => n,
+        Split::Auto => {
+            let blocks = s.batch * s.kv_heads * head_groups(s.heads as u32, s.kv_heads.max(1) as u32) as usize;
+            if blocks >= AUTO_TARGET_BLOCKS || max_ctx < 2 * AUTO_MIN_CHUNK {
+                return (1, 0);
+            }
+            let splits = AUTO_TARGET_BLOCKS.div_ceil(blocks).min(max_ctx / AUTO_MIN_CHUNK);
+            max_ctx.div_ceil(splits).next_multiple_of(BK as usize)
+        }
+    };
+    let splits = max_ctx.div_ceil(chunk).max(1);
+    if splits == 1 { (1, 0) } else { (splits, chunk) }
+}
+
+/// Decode's inputs. `scale: None` is `1 / sqrt(head_dim)`.
+#[derive(Clone, Copy)]
+pub struct PagedDecodeInput<'a, T: PagedFloat> {
+    pub q: BufRef<'a, T>,
+    pub k_cache: BufRef<'a, T>,
+    pub v_cache: BufRef<'a, T>,
+    /// `[batch, max_pages]`, host memory (validated, then uploaded).
+    pub block_tables: &'a [i32],
+    /// `[batch]`, host memory.
+    pub context_lens: &'a [i32],
+    pub shape: PagedShape,
+    pub scale: Option<f32>,
+    pub split: Split,
+}
+
+fn check_shape(op: &'static str, s: &PagedShape) -> Result<()> {
+    if s.kv_heads == 0 || s.heads == 0 {
+        return Err(Error::invalid(
+            op,
+            format!("heads = {}, kv_heads = {}: pass at least one of each", s.heads, s.kv_heads),
+        ));
+    }
+    if !s.heads.is_multiple_of(s.kv_heads) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "heads = {} is not a multiple of kv_heads = {}; grouped-query attention shares each kv head among heads / kv_heads query heads",
+                s.heads, s.kv_heads
+            ),
+        ));
+    }
+    if !s.head_dim.is_multiple_of(32) || s.head_dim == 0 || s.head_dim > MAX_HEAD_DIM as usize {
+        return Err(Error::invalid(op, format!("head_dim = {}: this version supports 32, 64, 96 and 128", s.head_dim)));
+    }
+    if !PAGE_SIZES.contains(&s.page_size) {
+        return Err(Error::invalid(
+            op,
+            format!("page_size = {}: supported page sizes are {PAGE_SIZES:?}", s.page_size),
+        ));
+    }
+    let grid_y = s.kv_heads * head_groups(s.heads as u32, s.kv_heads as u32) as usize;
+    if s.batch > 65535 || grid_y > 65535 {
+        return Err(Error::invalid(
+            op,
+            format!("batch = {} and {grid_y} head blocks must each be at most 65535", s.batch),
+        ));
+    }
+    if s.num_pages > i32::MAX as usize || s.max_pages.checked_mul(s.page_size).is_none_or(|n| n > i32::MAX as usize) {
+        return Err(Error::invalid(
+            op,
+            "num_pages and max_pages * page_size must be below 2^31 (i32 page ids and lengths)",
+        ));
+    }
+    let _ = s
+        .cache_len()
+        .checked_mul(4)
+        .and_then(|_| s.num_pages.checked_mul(s.kv_heads * s.page_size * s.head_dim * 4))
+        .ok_or_else(|| Error::invalid(op, "the cache overflows the address space"))?;
+    Ok(())
+}
+
+fn check_lengths(op: &'static str, s: &PagedShape, lens: &[(&str, usize, usize)]) -> Result<()> {
+    for &(name, got, want) in lens {
+        if got != want {
+            return Err(Error::invalid(op, format!("{name} has {got} elements but the shape {s:?} needs {want}")));
+        }
+    }
+    Ok(())
+}
+
+/// Checks every context length against its table and every page id it uses; returns the
+/// longest context.
+fn check_tables(op: &'static str, s: &PagedShape, tables: &[i32], lens: &[i32], extra: usize) -> Result<usize> {
+    let mut max_ctx = 0;
+    for (b, &len) in lens.iter().enumerate() {
+        let cap = s.max_pages * s.page_size;
+        if len < 0 || len as usize + extra > cap {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "context_lens[{b}] = {len}{}: the block table holds {} pages of {} tokens ({cap} tokens)",
+                    if extra > 0 { " plus the appended token" } else { "" },
+                    s.max_pages,
+                    s.page_size
+                ),
+            ));
+        }
+        let used = (len as usize + extra).div_ceil(s.page_size);
+        for (i, &page) in tables[b * s.max_pages..][..used].iter().enumerate() {
+            if page < 0 || page as usize >= s.num_pages {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "block_tables[{b}][{i}] = {page} is not a page id in 0..{} (sequence {b} uses {used} pages)",
+                        s.num_pages
+                    ),
+                ));
+            }
+        }
+        max_ctx = max_ctx.max(len as usize);
+    }
+    Ok(max_ctx)
+}
+
+/// Uploads a host i32 slice (one dummy element when empty, never read).
+fn upload_i32(ctx: &Context, v: &[i32]) -> Result<crate::DeviceBuffer<i32>> {
+    ctx.upload(if v.is_empty() { &[0][..] } else { v })
+}
+
+/// `o[b, h] = softmax(q[b, h] . K_b^T * scale) V_b` over sequence `b`'s cached tokens.
+pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, mut o: BufMut<'_, T>) -> Result<()> {
+    let PagedDecodeInput { q, k_cache, v_cache, block_tables, context_lens, shape: s, scale, split } = input;
+    for r in [&q, &k_cache, &v_cache] {
+        r.check_context(ctx, OP)?;
+    }
+    o.check_context(ctx, OP)?;
+    check_shape(OP, &s)?;
+    check_lengths(
+        OP,
+        &s,
+        &[
+            ("q", q.len(), s.q_len()),
+            ("k_cache", k_cache.len(), s.cache_len()),
+            ("v_cache", v_cache.len(), s.cache_len()),
+            ("block_tables", block_tables.len(), s.table_len()),
+            ("context_lens", context_lens.len(), s.batch),
+            ("o", o.len(), s.q_len()),
+        ],
+    )?;
+    let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
+    }
+    if let Split::Keys(n) = split
+        && (n == 0 || !n.is_multiple_of(BK as usize))
+    {
+        return Err(Error::invalid(OP, format!("Split::Keys({n}): chunks must be a positive multiple of {BK} tokens")));
+    }
+    let max_ctx = check_tables(OP, &s, block_tables, context_lens, 0)?;
+    if s.batch == 0 {
+        return Ok(());
+    }
+    let (splits, split_keys) = split_plan(&s, max_ctx, split);
+    let (tables, lens) = (upload_i32(ctx, block_tables)?, ctx.upload(context_lens)?);
+    let mut params = PagedDecodeParams {
+        batch: s.batch as u32,
+        heads: s.heads as u32,
+        kv_heads: s.kv_heads as u32,
+        d: s.head_dim as u32,
+        page_size: s.page_size as u32,
+        max_pages: s.max_pages as u32,
+        splits: splits as u32,
+        split_keys: split_keys as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        q: q.global(),
+        k_cache: k_cache.global(),
+        v_cache: v_cache.global(),
+        block_tables: tables.as_view().global(),
+        context_lens: lens.as_view().global(),
+        o: o.global_mut(),
+        partial: GlobalMut::empty(),
+    };
+    let grid_y = (s.kv_heads * head_groups(s.heads as u32, s.kv_heads as u32) as usize) as u32;
+    let decode = LaunchConfig {
+        grid: Dim3::new(splits as u32, grid_y, s.batch as u32),
+        block: Dim3::x(THREADS),
+        shared_bytes: SHARED_BYTES,
+    };
+    if splits == 1 {
+        return ctx.launch(T::DECODE, decode, params);
+    }
+    let words = s.batch * s.heads * splits * partial_words(s.head_dim as u32) as usize;
+    ctx.with_scratch(words, |partial| {
+        params.partial = partial;
+        ctx.launch(T::DECODE, decode, params)?;
+        let combine = LaunchConfig {
+            grid: Dim3::new(s.heads.div_ceil(WARPS as usize) as u32, 1, s.batch as u32),
+            block: Dim3::x(THREADS),
+            shared_bytes: 0,
+        };
+        ctx.launch(T::COMBINE, combine, params)
+    })
+}
+
+/// Append's inputs: one new token per sequence, written at position `context_lens[b]`
+/// (the length before the append; the caller then counts it in).
+#[derive(Clone, Copy)]
+pub struct PagedAppendInput<'a, T: PagedFloat> {
+    /// `[batch, kv_heads, head_dim]`.
+    pub k_new: BufRef<'a, T>,
+    pub v_new: BufRef<'a, T>,
+    pub block_tables: &'a [i32],
+    pub context_lens: &'a [i32],
+    pub shape: PagedShape,
+}
+
+/// Writes each sequence's new K and V rows into page `block_tables[b][len / page_size]`,
+/// slot `len % page_size`. Two sequences may not target the same row (a shared prefix page
+/// must be copied before it is appended to).
+pub fn paged_append<T: PagedFloat>(
+    ctx: &Context,
+    input: PagedAppendInput<'_, T>,
+    mut k_cache: BufMut<'_, T>,
+    mut v_cache: BufMut<'_, T>,
+) -> Result<()> {
+    let PagedAppendInput { k_new, v_new, block_tables, context_lens, shape: s } = input;
+    k_new.check_context(ctx, OP_APPEND)?;
+    v_new.check_context(ctx, OP_APPEND)?;
+    k_cache.check_context(ctx, OP_APPEND)?;
+    v_cache.check_context(ctx, OP_APPEND)?;
+    check_shape(OP_APPEND, &s)?;
+    check_lengths(
+        OP_APPEND,
+        &s,
+        &[
+            ("k_new", k_new.len(), s.new_len()),
+            ("v_new", v_new.len(), s.new_len()),
+            ("k_cache", k_cache.len(), s.cache_len()),
+            ("v_cache", v_cache.len(), s.cache_len()),
+            ("block_tables", block_tables.len(), s.table_len()),
+            ("context_lens", context_lens.len(), s.batch),
+        ],
+    )?;
+    check_tables(OP_APPEND, &s, block_tables, context_lens, 1)?;
+    let mut targets = std::collections::HashMap::new();
+    for (b, &len) in context_lens.iter().enumerate() {
+        let len = len as usize;
+        let page = block_tables[b * s.max_pages + len / s.page_size];
+        if let Some(other) = targets.insert((page, len % s.page_size), b) {
+            return Err(Error::invalid(
+                OP_APPEND,
+                format!(
+                    "sequences {other} and {b} both append to page {page} slot {}; give each sequence its own last page",
+                    len % s.page_size
+                ),
+            ));
+        }
+    }
+    if s.batch == 0 {
+        return Ok(());
+    }
+    let (tables, lens) = (upload_i32(ctx, block_tables)?, ctx.upload(context_lens)?);
+    let params = PagedAppendParams {
+        batch: s.batch as u32,
+        kv_heads: s.kv_heads as u32,
+        d: s.head_dim as u32,
+        page_size: s.page_size as u32,
+        max_pages: s.max_pages as u32,
+        k_new: k_new.global(),
+        v_new: v_new.global(),
+        block_tables: tables.as_view().global(),
+        context_lens: lens.as_view().global(),
+        k_cache: k_cache.global_mut(),
+        v_cache: v_cache.global_mut(),
+    };
+    let cfg = LaunchConfig {
+        grid: Dim3::new(s.kv_heads as u32, 1, s.batch as u32),
+        block: Dim3::x(THREADS),
+        shared_bytes: 0,
+    };
+    ctx.launch(T::APPEND, cfg, params)
+}
+
+/// The f64 reference: naive attention over each sequence's tokens gathered through its table.
+pub fn reference(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    tables: &[i32],
+    lens: &[i32],
+    s: &PagedShape,
+    scale: f64,
+) -> Vec<f64> {
+    naive(q, k, v, tables, lens, s, scale, &|x| x)
+}
+
+/// Naive decode attention with every intermediate passed through `round` (identity for the
+/// reference; rounding to bf16/f16 for the low-precision attention of FlashAttention's rule,
+/// as `attention::naive` does): scores after the product and the scaling, probabilities, and
+/// the output.
+#[allow(clippy::too_many_arguments)]
+fn naive(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    tables: &[i32],
+    lens: &[i32],
+    s: &PagedShape,
+    scale: f64,
+    round: &dyn Fn(f64) -> f64,
+) -> Vec<f64> {
+    let d = s.head_dim;
+    let group = s.heads / s.kv_heads;
+    let mut o = vec![0.0; s.q_len()];
+    for b in 0..s.batch {
+        let len = lens[b] as usize;
+        // Token j's row of kv head kvh, through the block table.
+        let row = |kvh: usize, j: usize| {
+            let page = tables[b * s.max_pages + j / s.page_size] as usize;
+            s.cache_row(page, kvh, j % s.page_size)
+        };
+        for h in 0..s.heads {
+            let kvh = h / group;
+            if len == 0 {
+                continue;
+            }
+            let qrow = &q[(b * s.heads + h) * d..][..d];
+            let scores: Vec<f64> = (0..len)
+                .map(|j| {
+                    let krow = &k[row(kvh, j)..][..d];
+                    round(round(qrow.iter().zip(krow).map(|(a, c)| a * c).sum::<f64>()) * scale)
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
+            let out = &mut o[(b * s.heads + h) * d..][..d];
+            for (j, x) in scores.iter().enumerate() {
+                let pj = round((x - m).exp() / sum);
+                for (od, vd) in out.iter_mut().zip(&v[row(kvh, j)..][..d]) {
+                    *od += pj * vd;
+                }
+            }
+            for od in out.iter_mut() {
+                *od = round(*od);
+            }
+        }
+    }
+    o
+}
+
+/// One checked decode case: the cache holds exactly the pages the contexts need (plus
+/// `spare_pages`), assigned to sequences in shuffled order; every cache row no context covers
+/// is NaN (a kernel reading past a context or through a wrong page turns the output NaN),
+/// and table entries past a sequence's pages are -1.
+#[derive(Clone, Debug)]
+pub struct PagedCase {
+    pub dtype: DType,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub page_size: usize,
+    pub context_lens: Vec<usize>,
+    pub split: Split,
+    /// Run `paged_append` first: each sequence's last token is appended (context_lens[b] - 1
+    /// before), and the cache rows it writes are compared bit for bit.
+    pub append: bool,
+    pub seed: u64,
+}
+
+/// A random cache for `case`: (shape, tables, k, v) with NaN in every row outside a context.
+fn build_cache<T: PagedFloat>(case: &PagedCase, rng: &mut SmallRng) -> (PagedShape, Vec<i32>, Vec<T>, Vec<T>) {
+    let ps = case.page_size;
+    let used: Vec<usize> = case.context_lens.iter().map(|&n| n.div_ceil(ps)).collect();
+    let max_pages = used.iter().copied().max().unwrap_or(0) + rng.random_range(0..2);
+    let num_pages = used.iter().sum::<usize>() + rng.random_range(0..3);
+    let s = PagedShape {
+        batch: case.context_lens.len(),
+        heads: case.heads,
+        kv_heads: case.kv_heads,
+        head_dim: case.head_dim,
+        page_size: ps,
+        num_pages,
+        max_pages,
+    };
+    let mut pages: Vec<i32> = (0..num_pages as i32).collect();
+    pages.shuffle(rng);
+    let mut tables = vec![-1i32; s.table_len()];
+    let mut next = pages.into_iter();
+    for (b, &u) in used.iter().enumerate() {
+        for i in 0..u {
+            tables[b * max_pages + i] = next.next().expect("enough pages by construction");
+        }
+    }
+    let nan = T::from_f64(f64::NAN);
+    let (mut k, mut v) = (vec![nan; s.cache_len()], vec![nan; s.cache_len()]);
+    for (b, &len) in case.context_lens.iter().enumerate() {
+        for j in 0..len {
+            let page = tables[b * max_pages + j / ps] as usize;
+            for kvh in 0..s.kv_heads {
+                let at = s.cache_row(page, kvh, j % ps);
+                for c in 0..s.head_dim {
+                    k[at + c] = T::from_f64(rng.random_range(-2.0..2.0));
+                    v[at + c] = T::from_f64(rng.random_range(-2.0..2.0));
+                }
+            }
+        }
+    }
+    (s, tables, k, v)
+}
+
+fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let (s, tables, mut kk, mut vv) = build_cache::<T>(case, &mut rng);
+    let lens: Vec<i32> = case.context_lens.iter().map(|&n| n as i32).collect();
+    let q: Vec<T> = (0..s.q_len()).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect();
+    let qb = ctx.upload(&q)?;
+    let mut reports = Vec::new();
+    let (kb, vb) = if case.append {
+        // Take each non-empty sequence's last token out of the cache and append it back.
+        let before: Vec<i32> = lens.iter().map(|&n| (n - 1).max(0)).collect();
+        let nan = T::from_f64(f64::NAN);
+        let (mut k_new, mut v_new) = (vec![nan; s.new_len()], vec![nan; s.new_len()]);
+        let (mut k_start, mut v_start) = (kk.clone(), vv.clone());
+        let live: Vec<usize> = (0..s.batch).filter(|&b| lens[b] > 0).collect();
+        for &b in &live {
+            let j = before[b] as usize;
+            let page = tables[b * s.max_pages + j / s.page_size] as usize;
+            for kvh in 0..s.kv_heads {
+                let (at, src) = (s.cache_row(page, kvh, j % s.page_size), (b * s.kv_heads + kvh) * s.head_dim);
+                k_new[src..][..s.head_dim].copy_from_slice(&kk[at..][..s.head_dim]);
+                v_new[src..][..s.head_dim].copy_from_slice(&vv[at..][..s.head_dim]);
+                k_start[at..][..s.head_dim].fill(nan);
+                v_start[at..][..s.head_dim].fill(nan);
+            }
+        }
+        // Only sequences with a token to append take part (a sub-batch with its own tables).
+        let sub = PagedShape { batch: live.len(), ..s };
+        let pick = |x: &[T], w: usize| -> Vec<T> { live.iter().flat_map(|&b| x[b * w..][..w].to_vec()).collect() };
+        let sub_tables: Vec<i32> =
+            live.iter().flat_map(|&b| tables[b * s.max_pages..][..s.max_pages].to_vec()).collect();
+        let sub_lens: Vec<i32> = live.iter().map(|&b| before[b]).collect();
+        let w = s.kv_heads * s.head_dim;
+        let (knb, vnb) = (ctx.upload(&pick(&k_new, w))?, ctx.upload(&pick(&v_new, w))?);
+        let mut kc = Guarded::with_data(ctx, &k_start)?;
+        let mut vc = Guarded::with_data(ctx, &v_start)?;
+        let input = PagedAppendInput {
+            k_new: knb.as_view(),
+            v_new: vnb.as_view(),
+            block_tables: &sub_tables,
+            context_lens: &sub_lens,
+            shape: sub,
+        };
+        paged_append(ctx, input, kc.view_mut(), vc.view_mut())?;
+        let (gk, guk) = kc.finish()?;
+        let (gv, guv) = vc.finish()?;
+        reports.push(("k_cache after append", check::compare_exact(&gk, &kk, guk)));
+        reports.push(("v_cache after append", check::compare_exact(&gv, &vv, guv)));
+        (kk, vv) = (gk, gv);
+        (ctx.upload(&kk)?, ctx.upload(&vv)?)
+    } else {
+        (ctx.upload(&kk)?, ctx.upload(&vv)?)
+    };
+    let mut o = Guarded::<T>::poisoned(ctx, s.q_len())?;
+    let input = PagedDecodeInput {
+        q: qb.as_view(),
+        k_cache: kb.as_view(),
+        v_cache: vb.as_view(),
+        block_tables: &tables,
+        context_lens: &lens,
+        shape: s,
+        scale: None,
+        split: case.split,
+    };
+    paged_decode(ctx, input, o.view_mut())?;
+    let (go, guo) = o.finish()?;
+    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let (q64, k64, v64) = (f(&q), f(&kk), f(&vv));
+    let scale = 1.0 / (s.head_dim as f64).sqrt();
+    let ro = reference(&q64, &k64, &v64, &tables, &lens, &s, scale);
+    let lo = naive(&q64, &k64, &v64, &tables, &lens, &s, scale, &|x| T::from_f64(x).to_f64());
+    let max_err = ro.iter().zip(&lo).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    // FlashAttention's rule: at most twice the naive low-precision attention's max error,
+    // plus a tiny atol.
+    let bound = 2.0 * max_err + 1e-5;
+    let mut r = check::compare(&go, &ro, &vec![bound; ro.len()], guo);
+    r.tol = format!("FA rule 2 x naive {} error ({bound:.2e}) + 1e-5", T::NAME);
+    reports.push(("o", r));
+    Ok(check::merge(reports))
+}
+
+/// Runs `case`: random cache and queries in [-2, 2), poisoned and guarded output,
+/// FlashAttention's rule against the f64 reference.
+pub fn check(ctx: &Context, case: &PagedCase) -> Result<Report> {
+    if let Some(&n) = case.context_lens.iter().find(|&&n| n > i32::MAX as usize) {
+        return Err(Error::invalid(OP, format!("context length {n} does not fit i32")));
+    }
+    match case.dtype {
+        DType::BF16 => check_t::<bf16>(ctx, case),
+        DType::F16 => check_t::<f16>(ctx, case),
+        other => Err(Error::invalid(OP, format!("dtype {} is not supported; use bf16 or f16", other.name()))),
+    }
+}
+
+/// Bench shapes: (batch, heads, kv_heads, head_dim, page_size, context length).
+pub const BENCH_SHAPES: &[(usize, usize, usize, usize, usize, usize)] = &[
+    (64, 32, 8, 128, 16, 1024),
+    (64, 32, 8, 128, 32, 4096),
+    (8, 32, 8, 128, 16, 8192),
+    (1, 32, 8, 128, 16, 32768),
+    (4, 32, 32, 128, 64, 16384),
+];
+
+/// KV bytes one decode reads (each cached K and V element once).
+pub fn kv_bytes<T: PagedFloat>(s: &PagedShape, context_lens: &[i32]) -> usize {
+    context_lens.iter().map(|&n| n as usize).sum::<usize>() * s.kv_heads * s.head_dim * 2 * size_of::<T>()
+}
+
+/// GPU: median milliseconds of one decode (auto split) over `batch` sequences of `len` tokens
+/// with shuffled pages, and of a device-to-device copy of the same KV bytes (the bandwidth
+/// ceiling). Effective bandwidth is [`kv_bytes`] over the time.
+pub fn time<T: PagedFloat>(
+    ctx: &Context,
+    (batch, heads, kv_heads, head_dim, page_size, len): (usize, usize, usize, usize, usize, usize),
+) -> Result<(f64, f64)> {
+    let per_seq = len.div_ceil(page_size);
+    let s = PagedShape { batch, heads, kv_heads, head_dim, page_size, num_pages: batch * per_seq, max_pages: per_seq };
+    let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
+    pages.shuffle(&mut SmallRng::seed_from_u64(7));
+    let lens = vec![len as i32; batch];
+    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+    let (q, kc, vc) =
+        (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
+    let mut o = ctx.alloc::<T>(s.q_len())?;
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
+        let input = PagedDecodeInput {
+            q: q.as_view(),
+            k_cache: kc.as_view(),
+            v_cache: vc.as_view(),
+            block_tables: &pages,
+            context_lens: &lens,
+            shape: s,
+            scale: None,
+            split: Split::Auto,
+        };
+        paged_decode(ctx, input, o.as_view_mut())
+    })?;
+    let bytes = kv_bytes::<T>(&s, &lens);
+    let src = ctx.upload(&vec![0u8; bytes])?;
+    let mut dst = ctx.alloc::<u8>(bytes)?;
+    let c =
+        ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || ctx.copy(src.as_view(), dst.as_view_mut()))?;
+    Ok((crate::bench::median(&t), crate::bench::median(&c)))
+}
