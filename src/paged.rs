@@ -4,10 +4,12 @@
 //! page. Layout: see `gpu-kernels/src/paged/mod.rs` (`k_cache, v_cache: [num_pages, kv_heads,
 //! page_size, head_dim]`, `q, o: [batch, heads, head_dim]`).
 //!
-//! **Block tables and context lengths are host slices** (`&[i32]`): the launcher validates
-//! them (every page a context uses is in `0..num_pages`, no context longer than its table)
-//! and uploads them per call, so a bad table is a typed error before any launch, never an
-//! out-of-bounds read. Entries past a sequence's used pages are ignored (any value).
+//! **Block tables and context lengths come from the host** (`&[i32]`): [`PagedTables::new`]
+//! validates them (every page a context uses is in `0..num_pages`, no context longer than its
+//! table) and uploads them once, so a bad table is a typed error before any launch, never an
+//! out-of-bounds read, and one validated table serves every layer's decode of a step.
+//! `paged_append` takes the host slices directly (validated and uploaded per call). Entries
+//! past a sequence's used pages are ignored (any value).
 //!
 //! Bitwise deterministic run to run: no atomics, the combine merges chunks in order.
 //! Checked against the f64 reference with FlashAttention's rule (see [`check`]).
@@ -124,13 +126,47 @@ pub struct PagedDecodeInput<'a, T: PagedFloat> {
     pub q: BufRef<'a, T>,
     pub k_cache: BufRef<'a, T>,
     pub v_cache: BufRef<'a, T>,
-    /// `[batch, max_pages]`, host memory (validated, then uploaded).
-    pub block_tables: &'a [i32],
-    /// `[batch]`, host memory.
-    pub context_lens: &'a [i32],
+    /// The validated block tables and context lengths (their shape must equal `shape`'s).
+    pub tables: &'a PagedTables,
     pub shape: PagedShape,
     pub scale: Option<f32>,
     pub split: Split,
+}
+
+/// Block tables and context lengths, validated against a shape and uploaded.
+pub struct PagedTables {
+    tables: crate::DeviceBuffer<i32>,
+    lens: crate::DeviceBuffer<i32>,
+    shape: PagedShape,
+    max_context: usize,
+}
+
+impl PagedTables {
+    /// Checks `block_tables: [batch, max_pages]` and `context_lens: [batch]` against `shape`
+    /// (every context fits its table, every page it uses is in `0..num_pages`) and uploads them.
+    pub fn new(ctx: &Context, shape: &PagedShape, block_tables: &[i32], context_lens: &[i32]) -> Result<Self> {
+        check_shape(OP, shape)?;
+        check_lengths(
+            OP,
+            shape,
+            &[
+                ("block_tables", block_tables.len(), shape.table_len()),
+                ("context_lens", context_lens.len(), shape.batch),
+            ],
+        )?;
+        let max_context = check_tables(OP, shape, block_tables, context_lens, 0)?;
+        Ok(PagedTables {
+            tables: upload_i32(ctx, block_tables)?,
+            lens: upload_i32(ctx, context_lens)?,
+            shape: *shape,
+            max_context,
+        })
+    }
+
+    /// The longest context.
+    pub fn max_context(&self) -> usize {
+        self.max_context
+    }
 }
 
 fn check_shape(op: &'static str, s: &PagedShape) -> Result<()> {
@@ -229,12 +265,22 @@ fn upload_i32(ctx: &Context, v: &[i32]) -> Result<crate::DeviceBuffer<i32>> {
 
 /// `o[b, h] = softmax(q[b, h] . K_b^T * scale) V_b` over sequence `b`'s cached tokens.
 pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, mut o: BufMut<'_, T>) -> Result<()> {
-    let PagedDecodeInput { q, k_cache, v_cache, block_tables, context_lens, shape: s, scale, split } = input;
+    let PagedDecodeInput { q, k_cache, v_cache, tables, shape: s, scale, split } = input;
     for r in [&q, &k_cache, &v_cache] {
         r.check_context(ctx, OP)?;
     }
+    tables.tables.as_view().check_context(ctx, OP)?;
     o.check_context(ctx, OP)?;
     check_shape(OP, &s)?;
+    if tables.shape != s {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "the tables were validated for {:?}, not for this call's {s:?}; build PagedTables for this shape",
+                tables.shape
+            ),
+        ));
+    }
     check_lengths(
         OP,
         &s,
@@ -242,8 +288,6 @@ pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>
             ("q", q.len(), s.q_len()),
             ("k_cache", k_cache.len(), s.cache_len()),
             ("v_cache", v_cache.len(), s.cache_len()),
-            ("block_tables", block_tables.len(), s.table_len()),
-            ("context_lens", context_lens.len(), s.batch),
             ("o", o.len(), s.q_len()),
         ],
     )?;
@@ -256,12 +300,10 @@ pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>
     {
         return Err(Error::invalid(OP, format!("Split::Keys({n}): chunks must be a positive multiple of {BK} tokens")));
     }
-    let max_ctx = check_tables(OP, &s, block_tables, context_lens, 0)?;
     if s.batch == 0 {
         return Ok(());
     }
-    let (splits, split_keys) = split_plan(&s, max_ctx, split);
-    let (tables, lens) = (upload_i32(ctx, block_tables)?, ctx.upload(context_lens)?);
+    let (splits, split_keys) = split_plan(&s, tables.max_context, split);
     let mut params = PagedDecodeParams {
         batch: s.batch as u32,
         heads: s.heads as u32,
@@ -275,8 +317,8 @@ pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>
         q: q.global(),
         k_cache: k_cache.global(),
         v_cache: v_cache.global(),
-        block_tables: tables.as_view().global(),
-        context_lens: lens.as_view().global(),
+        block_tables: tables.tables.as_view().global(),
+        context_lens: tables.lens.as_view().global(),
         o: o.global_mut(),
         partial: GlobalMut::empty(),
     };
@@ -561,12 +603,12 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
         (ctx.upload(&kk)?, ctx.upload(&vv)?)
     };
     let mut o = Guarded::<T>::poisoned(ctx, s.q_len())?;
+    let pt = PagedTables::new(ctx, &s, &tables, &lens)?;
     let input = PagedDecodeInput {
         q: qb.as_view(),
         k_cache: kb.as_view(),
         v_cache: vb.as_view(),
-        block_tables: &tables,
-        context_lens: &lens,
+        tables: &pt,
         shape: s,
         scale: None,
         split: case.split,
@@ -631,13 +673,13 @@ pub fn time<T: PagedFloat>(
     let (q, kc, vc) =
         (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
     let mut o = ctx.alloc::<T>(s.q_len())?;
+    let tables = PagedTables::new(ctx, &s, &pages, &lens)?;
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
         let input = PagedDecodeInput {
             q: q.as_view(),
             k_cache: kc.as_view(),
             v_cache: vc.as_view(),
-            block_tables: &pages,
-            context_lens: &lens,
+            tables: &tables,
             shape: s,
             scale: None,
             split: Split::Auto,

@@ -6,7 +6,8 @@
 mod common;
 
 use ferrokern::paged::{
-    PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape, Split, check, paged_append, paged_decode, split_plan,
+    PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape, PagedTables, Split, check, paged_append, paged_decode,
+    split_plan,
 };
 use ferrokern::{Context, DType, Error};
 use half::bf16;
@@ -128,33 +129,44 @@ fn bad_tables_and_shapes_are_refused() {
         ("head_dim 48", PagedShape { head_dim: 48, ..s }, &good_tables, &good_lens),
         ("cache shorter than num_pages", PagedShape { num_pages: 5, ..s }, &good_tables, &good_lens),
     ];
-    for (name, shape, tables, lens) in bad {
-        let input = PagedDecodeInput {
-            q: q.as_view(),
-            k_cache: kv.as_view(),
-            v_cache: kv.as_view(),
-            block_tables: tables,
-            context_lens: lens,
-            shape,
-            scale: None,
-            split: Split::Off,
+    // The decode, with its tables validated for `shape` (the first refusal either gives).
+    let decode =
+        |shape: PagedShape, tables: &[i32], lens: &[i32], split: Split, o: &mut ferrokern::DeviceBuffer<bf16>| {
+            let pt = PagedTables::new(&ctx, &shape, tables, lens)?;
+            let input = PagedDecodeInput {
+                q: q.as_view(),
+                k_cache: kv.as_view(),
+                v_cache: kv.as_view(),
+                tables: &pt,
+                shape,
+                scale: None,
+                split,
+            };
+            paged_decode(&ctx, input, o.as_view_mut())
         };
-        let e = paged_decode(&ctx, input, o.as_view_mut()).expect_err(name);
+    for (name, shape, tables, lens) in bad {
+        let e = decode(shape, tables, lens, Split::Off, &mut o).expect_err(name);
         assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
         println!("{name}: {e}");
     }
+    decode(s, &good_tables, &good_lens, Split::Off, &mut o).expect("the good case runs");
+    let e = decode(s, &good_tables, &good_lens, Split::Keys(48), &mut o).expect_err("split not a multiple of 32");
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    // Tables validated for a different shape (a larger cache) are refused.
+    let big = PagedShape { num_pages: 8, ..s };
+    let pt = PagedTables::new(&ctx, &big, &[0, 7, 2, 3], &good_lens).unwrap();
     let input = PagedDecodeInput {
         q: q.as_view(),
         k_cache: kv.as_view(),
         v_cache: kv.as_view(),
-        block_tables: &good_tables,
-        context_lens: &good_lens,
+        tables: &pt,
         shape: s,
         scale: None,
-        split: Split::Keys(48),
+        split: Split::Off,
     };
-    let e = paged_decode(&ctx, input, o.as_view_mut()).expect_err("split not a multiple of 32");
+    let e = paged_decode(&ctx, input, o.as_view_mut()).expect_err("tables for another shape");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    println!("tables for another shape: {e}");
 
     // Append: no room past a full table, and two sequences writing one row.
     let new = ctx.alloc::<bf16>(s.new_len()).unwrap();
