@@ -67,8 +67,8 @@ if command -v compute-sanitizer >/dev/null 2>&1 && [ "${SANITIZE:-1}" = 1 ]; the
   export FERROKERN_CASES="${SANITIZE_CASES:-6}"
   for tool in memcheck initcheck racecheck synccheck; do
     case "$tool" in
-      memcheck|initcheck) bins="elementwise reduce softmax cross_entropy norm gemm concurrency" ;;
-      *) bins="reduce softmax norm gemm" ;;
+      memcheck|initcheck) bins="elementwise reduce softmax cross_entropy norm gemm gemm_tc mma attention paged_decode concurrency" ;;
+      *) bins="reduce softmax norm gemm gemm_tc attention paged_decode" ;;
     esac
     for b in $bins; do
       [ -x "$here/tests/$b" ] || continue

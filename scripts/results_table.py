@@ -44,6 +44,13 @@ def render():
         for g in tc:
             out.append(f"| {g['version']} | {g['shape']} | {g['median_ms']:.4f} | {g['tflops']:.2f} | "
                        f"{fmt(g.get('cublas_tflops'), '.2f')} | {fmt(g.get('ratio'), '.3f')} |")
+    paged = doc.get("paged_decode") or []
+    if paged:
+        out += ["", "Paged decode (bf16) against a device-to-device copy of the KV bytes it reads, same run:", "",
+                "| version | shape | median ms | GB/s | copy GB/s | ratio |", "|---|---|---:|---:|---:|---:|"]
+        for m in paged:
+            out.append(f"| {m['version']} | {m['shape']} | {m['median_ms']:.4f} | {m['gbps']:.1f} | "
+                       f"{m['baseline_gbps']:.1f} | {m['ratio']:.3f} |")
     attention = doc.get("attention") or []
     if attention:
         out += ["", "Attention forward (bf16) against PyTorch's scaled_dot_product_attention in the same run:", "",

@@ -290,3 +290,75 @@ fn refuses_bad_attention_and_tensor_core_arguments() {
         &["NN with batch 1"],
     );
 }
+
+#[test]
+fn verify_paged_decode() {
+    assert_pass(&[
+        "paged_decode",
+        "--batch",
+        "3",
+        "--heads",
+        "8",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "64",
+        "--page-size",
+        "32",
+        "--context",
+        "300",
+        "--dtype",
+        "bf16",
+    ]);
+    assert_pass(&[
+        "paged_decode",
+        "--heads",
+        "4",
+        "--head-dim",
+        "128",
+        "--page-size",
+        "16",
+        "--context",
+        "700",
+        "--strategy",
+        "split:64",
+        "--dtype",
+        "f16",
+    ]);
+    assert_refused(
+        &[
+            "verify",
+            "paged_decode",
+            "--heads",
+            "4",
+            "--head-dim",
+            "64",
+            "--page-size",
+            "24",
+            "--context",
+            "9",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "emulator",
+        ],
+        &["page"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "paged_decode",
+            "--heads",
+            "4",
+            "--head-dim",
+            "64",
+            "--context",
+            "9",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "emulator",
+        ],
+        &["needs --heads"],
+    );
+}

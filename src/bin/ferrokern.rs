@@ -193,6 +193,9 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     if a.op == "attention" {
         return run_verify_attention(a);
     }
+    if a.op == "paged_decode" {
+        return run_verify_paged(a);
+    }
     let elementwise = Op::from_name(&a.op);
     let row_op = RowOp::from_name(&a.op);
     if elementwise.is_none() && row_op.is_none() {
@@ -527,8 +530,10 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         println!(
             "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
         );
-        let ok =
-            emulator_sweep(&ctx, filter) & gemm_emulator_sweep(&ctx, filter) & attention_emulator_sweep(&ctx, filter);
+        let ok = emulator_sweep(&ctx, filter)
+            & gemm_emulator_sweep(&ctx, filter)
+            & attention_emulator_sweep(&ctx, filter)
+            & paged_emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
         if let Some(path) = &a.plot {
@@ -651,6 +656,8 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     print_measurements(&rows);
     let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
     let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
+    let paged_rows =
+        if filter.is_none_or(|f| "paged_decode".contains(f)) { paged_bench(&ctx, &mut ok) } else { Vec::new() };
     let attention_rows =
         if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
     if let Some(path) = a.json {
@@ -669,6 +676,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "gemm": gemm_rows,
             "gemm_tc": gemm_tc_rows,
             "attention": attention_rows,
+            "paged_decode": paged_rows,
         });
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
             println!("writing {}: {e}", path.display());
@@ -871,6 +879,63 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
     report_exit(check(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }))
 }
 
+/// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
+/// sequence at `--context` tokens, FlashAttention's rule against the f64 reference.
+fn run_verify_paged(a: VerifyArgs) -> ExitCode {
+    use ferrokern::paged::{PagedCase, Split, check};
+    let allowed = ["--batch", "--heads", "--kv-heads", "--head-dim", "--page-size", "--context", "--strategy"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`paged_decode` takes --batch --heads --kv-heads --head-dim --page-size --context [--strategy auto|off|split:N]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("paged_decode takes --dtype bf16 or f16, not `{other}`")),
+    };
+    let (Some(heads), Some(head_dim), Some(page_size), Some(context)) = (a.heads, a.head_dim, a.page_size, a.context)
+    else {
+        return bad_args(
+            "`paged_decode` needs --heads H --head-dim D --page-size P --context L (and --batch, --kv-heads default to 1, H)",
+        );
+    };
+    let split = match a.strategy.as_deref() {
+        None | Some("auto") => Split::Auto,
+        Some("off") => Split::Off,
+        Some(s) => match s.strip_prefix("split:").and_then(|n| n.parse().ok()) {
+            Some(n) => Split::Keys(n),
+            None => return bad_args(format!("unknown strategy `{s}`: use auto, off or split:N (N a multiple of 32)")),
+        },
+    };
+    let batch = a.batch.unwrap_or(1);
+    let case = PagedCase {
+        dtype,
+        heads,
+        kv_heads: a.kv_heads.unwrap_or(heads),
+        head_dim,
+        page_size,
+        context_lens: vec![context; batch],
+        split,
+        append: false,
+        seed: a.seed.unwrap_or(1),
+    };
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    println!(
+        "verify paged_decode batch={batch} heads={heads} kv_heads={} head_dim={head_dim} page_size={page_size} context={context} split={split:?} dtype={} backend={} seed={}",
+        case.kv_heads,
+        dtype.name(),
+        ctx.backend(),
+        case.seed
+    );
+    report_exit(check(&ctx, &case))
+}
+
 /// Prints a verify result as the last line and maps it to the exit code.
 fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode {
     match result {
@@ -920,6 +985,43 @@ fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
         }
     }
     println!("attention emulator sweep: {} passed, {failed} failed", count - failed);
+    failed == 0
+}
+
+/// The paged-decode part of the emulator sweep: shuffled pages, GQA, every page size, split
+/// and not, with an append first.
+fn paged_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
+    use ferrokern::paged::{PagedCase, Split, check};
+    if !filter.is_none_or(|f| "paged_decode".contains(f)) {
+        return true;
+    }
+    let (mut count, mut failed) = (0, 0);
+    println!("\n{:<12} {:<32} {:>5}  result", "paged_decode", "case", "dtype");
+    for dtype in [DType::BF16, DType::F16] {
+        for (page_size, split) in [(16, Split::Off), (32, Split::Keys(64)), (64, Split::Auto)] {
+            let case = PagedCase {
+                dtype,
+                heads: 8,
+                kv_heads: 2,
+                head_dim: 64,
+                page_size,
+                context_lens: vec![1, 77, 300],
+                split,
+                append: true,
+                seed: 9,
+            };
+            count += 1;
+            let r = check(ctx, &case);
+            let line = match &r {
+                Ok(rep) if rep.passed() => "PASS".to_string(),
+                Ok(rep) => rep.to_string(),
+                Err(e) => format!("ERROR {e}"),
+            };
+            failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+            println!("{:<12} {:<32} {:>5}  {line}", "v01", format!("p{page_size} {split:?} L[1,77,300]"), dtype.name());
+        }
+    }
+    println!("paged_decode emulator sweep: {} passed, {failed} failed", count - failed);
     failed == 0
 }
 
@@ -1004,6 +1106,79 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
                 *ok = false;
             }
         }
+    }
+    rows
+}
+
+/// Paged decode (bf16) against a device-to-device copy of the KV bytes it must read, each
+/// shape with shuffled pages; checked first.
+fn paged_bench(ctx: &Context, ok: &mut bool) -> Vec<Measurement> {
+    use ferrokern::paged::{self, PagedCase, Split};
+    let case = PagedCase {
+        dtype: DType::BF16,
+        heads: 8,
+        kv_heads: 2,
+        head_dim: 128,
+        page_size: 16,
+        context_lens: vec![1, 300, 777],
+        split: Split::Keys(64),
+        append: true,
+        seed: 5,
+    };
+    match paged::check(ctx, &case) {
+        Ok(r) if r.passed() => {}
+        Ok(r) => {
+            println!("paged_decode check: {r}");
+            *ok = false;
+            return Vec::new();
+        }
+        Err(e) => {
+            println!("paged_decode check: {e}");
+            *ok = false;
+            return Vec::new();
+        }
+    }
+    let mut rows = Vec::new();
+    for &shape in paged::BENCH_SHAPES {
+        let (batch, heads, kv_heads, head_dim, page_size, len) = shape;
+        match paged::time::<half::bf16>(ctx, shape) {
+            Ok((ms, copy_ms)) => {
+                let s = paged::PagedShape {
+                    batch,
+                    heads,
+                    kv_heads,
+                    head_dim,
+                    page_size,
+                    num_pages: batch * len.div_ceil(page_size),
+                    max_pages: len.div_ceil(page_size),
+                };
+                let bytes = paged::kv_bytes::<half::bf16>(&s, &vec![len as i32; batch]) as u64;
+                rows.push(Measurement {
+                    family: "paged",
+                    op: "paged_decode".into(),
+                    version: "v01".into(),
+                    shape: format!("b{batch} h{heads}/{kv_heads} p{page_size} L{len}"),
+                    dtype: "bf16",
+                    median_ms: ms,
+                    // paged::time reports medians only (JSON null).
+                    min_ms: f64::NAN,
+                    bytes,
+                    gbps: bytes as f64 / (ms * 1e6),
+                    baseline: "copy",
+                    baseline_median_ms: copy_ms,
+                    baseline_gbps: bytes as f64 / (copy_ms * 1e6),
+                    ratio: copy_ms / ms,
+                });
+            }
+            Err(e) => {
+                println!("paged_decode {shape:?}: {e}");
+                *ok = false;
+            }
+        }
+    }
+    if !rows.is_empty() {
+        println!();
+        print_measurements(&rows);
     }
     rows
 }
