@@ -129,6 +129,7 @@ pub fn row_bytes(op: RowOp, shape: Rows, elem: usize) -> u64 {
         RowOp::RmsNorm => 2 * m + c * e + 4 * r,
         RowOp::LayerNormBackward => 3 * m + c * e + 8 * r + 8 * c,
         RowOp::RmsNormBackward => 3 * m + c * e + 4 * r + 4 * c,
+        RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward => 3 * m,
     }
 }
 
@@ -216,6 +217,12 @@ impl<T: Float> RowWorkload<T> {
                 } else {
                     crate::norm::rmsnorm(ctx, input, self.y.as_view_mut(), self.s2.as_view_mut())
                 }
+            }
+            RowOp::SoftmaxBackward => {
+                crate::softmax::softmax_backward_with(ctx, None, x, x, shape, self.y.as_view_mut())
+            }
+            RowOp::LogSoftmaxBackward => {
+                crate::softmax::log_softmax_backward_with(ctx, None, x, x, shape, self.y.as_view_mut())
             }
             RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
                 let layer = self.op == RowOp::LayerNormBackward;

@@ -360,3 +360,43 @@ pub fn gemm_f32_error(k: usize, alpha: f64, abs_ab: f64, beta: f64, c: f64) -> f
 pub fn gemm_tc_error(k: usize, alpha: f64, abs_ab: f64, beta: f64, c: f64) -> f64 {
     gemm_f32_error(2 * k, alpha, abs_ab, beta, c)
 }
+
+/// Softmax backward from the forward's output: `dx = y (dy - sum(dy y))`; log_softmax
+/// backward: `dx = dy - e^y sum(dy)`.
+pub fn softmax_backward(y: &[f64], dy: &[f64], log: bool) -> Vec<f64> {
+    if log {
+        let s: f64 = dy.iter().sum();
+        y.iter().zip(dy).map(|(yi, di)| di - yi.exp() * s).collect()
+    } else {
+        let s: f64 = y.iter().zip(dy).map(|(a, b)| a * b).sum();
+        y.iter().zip(dy).map(|(yi, di)| yi * (di - s)).collect()
+    }
+}
+
+/// Bounds for [`softmax_backward`]'s f32 evaluation: the row sum `s` is off by
+/// `gamma_k sum|terms|` (k = row_sum_terms); softmax: `dx = y (dy - s)` adds `u|dy - s|` and
+/// one rounding; log_softmax: `e^y` carries `ex2.approx`'s error and the rounding of `y log2 e`
+/// (`2^-21 + 3|y|u`), then the product with `s`, the subtraction and one rounding.
+pub fn softmax_backward_f32_error(y: &[f64], dy: &[f64], dx: &[f64], log: bool) -> Vec<f64> {
+    let k = row_sum_terms(y.len());
+    if log {
+        let s: f64 = dy.iter().sum();
+        let es = gamma_f32(k) * dy.iter().map(|v| v.abs()).sum::<f64>();
+        y.iter()
+            .zip(dx)
+            .map(|(yi, xi)| {
+                let e = yi.exp();
+                let eps = EX2_REL + 3.0 * yi.abs().min(104.0) * U32;
+                e * (s.abs() * eps + es) + 2.0 * U32 * (e * s).abs() + 2.0 * U32 * xi.abs()
+            })
+            .collect()
+    } else {
+        let s: f64 = y.iter().zip(dy).map(|(a, b)| a * b).sum();
+        let es = gamma_f32(k) * y.iter().zip(dy).map(|(a, b)| (a * b).abs()).sum::<f64>();
+        y.iter()
+            .zip(dy)
+            .zip(dx)
+            .map(|((yi, di), xi)| yi.abs() * (es + U32 * (di - s).abs()) + 2.0 * U32 * xi.abs())
+            .collect()
+    }
+}

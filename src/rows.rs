@@ -8,7 +8,7 @@ use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
 use gpu_kernels::rows::MAX_ROW_BLOCKS;
 pub use gpu_kernels::rows::RowStrategy;
-use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxParams};
+use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxBackwardParams, SoftmaxParams};
 
 /// A row-major matrix of `rows` contiguous rows of `cols` elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,8 @@ pub struct RowKernels<T: 'static> {
     /// Split strategy: (segment statistics, softmax apply, log_softmax apply).
     pub softmax_split: [&'static KernelDef<SoftmaxParams<T>>; 3],
     pub cross_entropy: [&'static KernelDef<CrossEntropyParams<T>>; 2],
+    pub softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
+    pub log_softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
     pub layernorm: [&'static KernelDef<NormParams<T>>; 2],
     pub rmsnorm: [&'static KernelDef<NormParams<T>>; 2],
     pub layernorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],

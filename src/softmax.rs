@@ -82,3 +82,61 @@ pub fn softmax<T: Float>(ctx: &Context, x: BufRef<'_, T>, shape: Rows, y: BufMut
 pub fn log_softmax<T: Float>(ctx: &Context, x: BufRef<'_, T>, shape: Rows, y: BufMut<'_, T>) -> Result<()> {
     log_softmax_with(ctx, None, x, shape, y)
 }
+
+fn backward<T: Float>(
+    ctx: &Context,
+    log: bool,
+    strategy: Option<RowStrategy>,
+    y: BufRef<'_, T>,
+    dy: BufRef<'_, T>,
+    shape: Rows,
+    mut dx: BufMut<'_, T>,
+) -> Result<()> {
+    let name = if log { "log_softmax_backward" } else { "softmax_backward" };
+    y.check_context(ctx, name)?;
+    dy.check_context(ctx, name)?;
+    dx.check_context(ctx, name)?;
+    shape.check_matrix::<T>(name, "y", y.len())?;
+    shape.check_matrix::<T>(name, "dy", dy.len())?;
+    shape.check_matrix::<T>(name, "dx", dx.len())?;
+    if shape.rows == 0 || shape.cols == 0 {
+        return Ok(());
+    }
+    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let k = T::row_kernels();
+    let def =
+        if log { k.log_softmax_backward[slot(strategy, name)?] } else { k.softmax_backward[slot(strategy, name)?] };
+    let params = gpu_kernels::softmax::SoftmaxBackwardParams {
+        rows: shape.rows as u32,
+        cols: shape.cols as u32,
+        vectorized: vectorized::<T>(shape.cols, &[y.addr(), dy.addr(), dx.addr()]) as u32,
+        y: y.global(),
+        dy: dy.global(),
+        dx: dx.global_mut(),
+    };
+    ctx.launch(def, launch_config(strategy, shape.rows), params)
+}
+
+/// Softmax backward from the forward's output `y`: `dx = y (dy - sum(dy y))` per row.
+pub fn softmax_backward_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    y: BufRef<'_, T>,
+    dy: BufRef<'_, T>,
+    shape: Rows,
+    dx: BufMut<'_, T>,
+) -> Result<()> {
+    backward(ctx, false, strategy, y, dy, shape, dx)
+}
+
+/// Log-softmax backward from the forward's output `y`: `dx = dy - e^y sum(dy)` per row.
+pub fn log_softmax_backward_with<T: Float>(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    y: BufRef<'_, T>,
+    dy: BufRef<'_, T>,
+    shape: Rows,
+    dx: BufMut<'_, T>,
+) -> Result<()> {
+    backward(ctx, true, strategy, y, dy, shape, dx)
+}

@@ -25,6 +25,8 @@ pub const AVAILABLE: &[&str] = &[
     "argmax",
     "softmax",
     "log_softmax",
+    "softmax_backward",
+    "log_softmax_backward",
     "cross_entropy",
     "layernorm",
     "layernorm_backward",
@@ -164,10 +166,12 @@ pub enum RowOp {
     LayerNormBackward,
     RmsNorm,
     RmsNormBackward,
+    SoftmaxBackward,
+    LogSoftmaxBackward,
 }
 
 impl RowOp {
-    pub const ALL: [RowOp; 10] = [
+    pub const ALL: [RowOp; 12] = [
         RowOp::Sum,
         RowOp::Max,
         RowOp::Argmax,
@@ -178,6 +182,8 @@ impl RowOp {
         RowOp::LayerNormBackward,
         RowOp::RmsNorm,
         RowOp::RmsNormBackward,
+        RowOp::SoftmaxBackward,
+        RowOp::LogSoftmaxBackward,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -191,7 +197,23 @@ impl RowOp {
             RowOp::LayerNormBackward => "layernorm_backward",
             RowOp::RmsNorm => "rmsnorm",
             RowOp::RmsNormBackward => "rmsnorm_backward",
+            RowOp::SoftmaxBackward => "softmax_backward",
+            RowOp::LogSoftmaxBackward => "log_softmax_backward",
         }
+    }
+
+    /// Ops checked on finite inputs only (norms, backward passes): NaN, infinities and
+    /// masking are forward-softmax and reduction semantics.
+    pub const fn finite_only(self) -> bool {
+        matches!(
+            self,
+            RowOp::LayerNorm
+                | RowOp::LayerNormBackward
+                | RowOp::RmsNorm
+                | RowOp::RmsNormBackward
+                | RowOp::SoftmaxBackward
+                | RowOp::LogSoftmaxBackward
+        )
     }
     pub fn from_name(s: &str) -> Option<RowOp> {
         RowOp::ALL.into_iter().find(|o| o.name() == s)
@@ -318,7 +340,37 @@ fn rows_t<T: Float>(ctx: &Context, case: &RowCase) -> Result<Report> {
         RowOp::CrossEntropy => cross_entropy_case::<T>(ctx, case, &mut rng, xv, &x64)?,
         RowOp::LayerNorm | RowOp::RmsNorm => norm_forward::<T>(ctx, case, &mut rng, xv, &x64)?,
         RowOp::LayerNormBackward | RowOp::RmsNormBackward => norm_backward::<T>(ctx, case, &mut rng, xv, &x64)?,
+        RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward => softmax_backward_case::<T>(ctx, case, &mut rng, &x64)?,
     })
+}
+
+/// Softmax and log_softmax backward: `y` is the forward of the random rows (computed in f64,
+/// rounded to `T`, as a forward kernel would store it), `dy` random; the reference runs on
+/// the same rounded `y` and `dy`.
+fn softmax_backward_case<T: Float>(ctx: &Context, case: &RowCase, rng: &mut SmallRng, x64: &[f64]) -> Result<Report> {
+    let Rows { rows, cols } = case.shape;
+    let log = case.op == RowOp::LogSoftmaxBackward;
+    let y: Vec<T> =
+        (0..rows).flat_map(|r| reference::softmax(&x64[r * cols..(r + 1) * cols], log)).map(T::from_f64).collect();
+    let dy: Vec<T> = (0..rows * cols).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect();
+    let (yb, dyb) = (upload_at(ctx, &y, case.offset)?, upload_at(ctx, &dy, case.offset)?);
+    let mut dx = Guarded::<T>::poisoned_at(ctx, rows * cols, case.offset)?;
+    let (yv, dyv) = (view_at(&yb, case.offset), view_at(&dyb, case.offset));
+    if log {
+        crate::softmax::log_softmax_backward_with(ctx, case.strategy, yv, dyv, case.shape, dx.view_mut())?;
+    } else {
+        crate::softmax::softmax_backward_with(ctx, case.strategy, yv, dyv, case.shape, dx.view_mut())?;
+    }
+    let (got, guard) = dx.finish()?;
+    let (mut want, mut bound) = (Vec::with_capacity(rows * cols), Vec::with_capacity(rows * cols));
+    for r in 0..rows {
+        let yr: Vec<f64> = y[r * cols..(r + 1) * cols].iter().map(|v| v.to_f64()).collect();
+        let dr: Vec<f64> = dy[r * cols..(r + 1) * cols].iter().map(|v| v.to_f64()).collect();
+        let d = reference::softmax_backward(&yr, &dr, log);
+        bound.extend(reference::softmax_backward_f32_error(&yr, &dr, &d, log));
+        want.extend(d);
+    }
+    Ok(check::compare(&got, &want, &bound, guard))
 }
 
 /// The ignore index cross-entropy checks use (PyTorch's default).

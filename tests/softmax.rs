@@ -136,3 +136,23 @@ fn split_rows_match_reference() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn softmax_backward_matches_reference(
+        log in any::<bool>(),
+        dtype in proptest::sample::select(DTYPES.to_vec()),
+        rows in 1usize..24,
+        cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(COLS.to_vec())],
+        offset in 0usize..2,
+        seed in any::<u64>(),
+        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
+    ) {
+        let op = if log { RowOp::LogSoftmaxBackward } else { RowOp::SoftmaxBackward };
+        for ctx in common::property_backends("softmax_backward_matches_reference", common::cases(CASES)) {
+            run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values: Values::Finite, strategy });
+        }
+    }
+}

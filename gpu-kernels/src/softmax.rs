@@ -279,6 +279,61 @@ pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropy
     }
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SoftmaxBackwardParams<T> {
+    pub rows: u32,
+    pub cols: u32,
+    pub vectorized: u32,
+    /// The forward's output (softmax probabilities, or log-probabilities for `LOG`).
+    pub y: Global<T>,
+    pub dy: Global<T>,
+    pub dx: GlobalMut<T>,
+}
+
+/// Backward of softmax (`dx = y (dy - sum(dy y))`) and of log_softmax
+/// (`dx = dy - e^y sum(dy)`), from the forward's output: one row reduction, then the
+/// elementwise formula. Two passes over `y` and `dy` (the second mostly from L2).
+#[inline(always)]
+pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxBackwardParams<T>) {
+    let (mut row, stride, lane) = assign::<G>();
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(cols, VEC);
+    while row < p.rows as usize {
+        let base = row * cols;
+        let mut s = 0.0f32;
+        let mut c = lane as usize;
+        while c < nchunks {
+            let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
+            if LOG {
+                for v in dy {
+                    s += v;
+                }
+            } else {
+                let y = load_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, 0.0);
+                for k in 0..VEC {
+                    s = math::fma(dy[k], y[k], s);
+                }
+            }
+            c += G as usize;
+        }
+        let s = group_reduce::<Sum, G>(Sum(s)).0;
+        let mut c = lane as usize;
+        while c < nchunks {
+            let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
+            let y = load_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, 0.0);
+            let mut dx = [0.0f32; VEC];
+            for k in 0..VEC {
+                dx[k] = if LOG { dy[k] - math::exp_approx(y[k]) * s } else { y[k] * (dy[k] - s) };
+            }
+            store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
+            c += G as usize;
+        }
+        row += stride;
+    }
+}
+
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
@@ -306,6 +361,18 @@ crate::kernels! {
     LOG_SOFTMAX_F32_APPLY_SPLIT = log_softmax_f32_apply_split(SoftmaxParams<f32>) => split_apply::<f32, 4, true>;
     LOG_SOFTMAX_F16_APPLY_SPLIT = log_softmax_f16_apply_split(SoftmaxParams<F16>) => split_apply::<F16, 8, true>;
     LOG_SOFTMAX_BF16_APPLY_SPLIT = log_softmax_bf16_apply_split(SoftmaxParams<Bf16>) => split_apply::<Bf16, 8, true>;
+    SOFTMAX_BACKWARD_F32_WARP = softmax_backward_f32_warp(SoftmaxBackwardParams<f32>) => backward::<f32, 4, W, false>;
+    SOFTMAX_BACKWARD_F32_BLOCK = softmax_backward_f32_block(SoftmaxBackwardParams<f32>) => backward::<f32, 4, B, false>;
+    SOFTMAX_BACKWARD_F16_WARP = softmax_backward_f16_warp(SoftmaxBackwardParams<F16>) => backward::<F16, 8, W, false>;
+    SOFTMAX_BACKWARD_F16_BLOCK = softmax_backward_f16_block(SoftmaxBackwardParams<F16>) => backward::<F16, 8, B, false>;
+    SOFTMAX_BACKWARD_BF16_WARP = softmax_backward_bf16_warp(SoftmaxBackwardParams<Bf16>) => backward::<Bf16, 8, W, false>;
+    SOFTMAX_BACKWARD_BF16_BLOCK = softmax_backward_bf16_block(SoftmaxBackwardParams<Bf16>) => backward::<Bf16, 8, B, false>;
+    LOG_SOFTMAX_BACKWARD_F32_WARP = log_softmax_backward_f32_warp(SoftmaxBackwardParams<f32>) => backward::<f32, 4, W, true>;
+    LOG_SOFTMAX_BACKWARD_F32_BLOCK = log_softmax_backward_f32_block(SoftmaxBackwardParams<f32>) => backward::<f32, 4, B, true>;
+    LOG_SOFTMAX_BACKWARD_F16_WARP = log_softmax_backward_f16_warp(SoftmaxBackwardParams<F16>) => backward::<F16, 8, W, true>;
+    LOG_SOFTMAX_BACKWARD_F16_BLOCK = log_softmax_backward_f16_block(SoftmaxBackwardParams<F16>) => backward::<F16, 8, B, true>;
+    LOG_SOFTMAX_BACKWARD_BF16_WARP = log_softmax_backward_bf16_warp(SoftmaxBackwardParams<Bf16>) => backward::<Bf16, 8, W, true>;
+    LOG_SOFTMAX_BACKWARD_BF16_BLOCK = log_softmax_backward_bf16_block(SoftmaxBackwardParams<Bf16>) => backward::<Bf16, 8, B, true>;
     CROSS_ENTROPY_F32_WARP = cross_entropy_f32_warp(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, W>;
     CROSS_ENTROPY_F32_BLOCK = cross_entropy_f32_block(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, B>;
     CROSS_ENTROPY_F16_WARP = cross_entropy_f16_warp(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, W>;

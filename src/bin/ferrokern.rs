@@ -266,7 +266,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
         let (Some(rows), Some(cols)) = (a.rows, a.cols) else {
             return bad_args(format!("`{}` needs --rows R and --cols C", a.op));
         };
-        let norm = matches!(op, RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward);
+        let norm = op.finite_only();
         if norm && values != Values::Finite {
             return bad_args(format!("`{}` is checked on finite inputs; remove --specials / --huge", a.op));
         }
@@ -465,7 +465,7 @@ fn emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     }
     println!("\n{:<18} {:<5} {:>12} {:>11}  result", "row op", "dtype", "shape", "max_rel");
     for op in RowOp::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))) {
-        let norm = matches!(op, RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward);
+        let norm = op.finite_only();
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             for (rows, cols) in [(5, 1), (33, 300), (4, 4097), (2, 9001)] {
                 let values = if norm { Values::Finite } else { Values::WithSpecials };
@@ -612,14 +612,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             progress.set_message(format!("checking {} {}", op.name(), dtype.name()));
             let mut checked = true;
             for shape in [Rows::new(33, 300), Rows::new(9, 9001)] {
-                let values = if matches!(
-                    op,
-                    RowOp::LayerNorm | RowOp::LayerNormBackward | RowOp::RmsNorm | RowOp::RmsNormBackward
-                ) {
-                    Values::Finite
-                } else {
-                    Values::WithSpecials
-                };
+                let values = if op.finite_only() { Values::Finite } else { Values::WithSpecials };
                 let case = RowCase { op, dtype, shape, seed: 5, offset: 0, values, strategy: None };
                 match verify::rows(&ctx, &case) {
                     Ok(r) if r.passed() => {}
