@@ -10,6 +10,7 @@
 //! The ladder: `v01_simt` computes on the CUDA cores (f32 math on bf16/f16 inputs) with
 //! online softmax over key tiles staged in shared memory; tensor-core versions follow.
 
+pub mod tile;
 pub mod v01_simt;
 
 /// The kernel parameters, shared by host and device.

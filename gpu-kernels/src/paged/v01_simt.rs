@@ -28,35 +28,12 @@
 //! `partial` holds `batch * heads * splits * (d + 2)` words when `splits > 1`.
 
 use super::{PagedAppendParams, PagedDecodeParams};
-use crate::device::reduce::{MaxNan, Sum, warp_reduce};
-use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
-use crate::device::warp::{FULL_MASK, lane_id, sync_warp};
-use crate::device::{Element, Shared, WARP_SIZE, math};
-
-/// Warps (query heads of one kv group) per block.
-pub const WARPS: u32 = 4;
-pub const THREADS: u32 = WARPS * WARP_SIZE;
-/// Tokens per shared-memory tile: one per lane.
-pub const BK: u32 = WARP_SIZE;
-/// Largest head dimension (output dims per lane: `MAX_HEAD_DIM / 32`).
-pub const MAX_HEAD_DIM: u32 = 128;
-const DPL: usize = (MAX_HEAD_DIM / WARP_SIZE) as usize;
-/// Padded row stride of the K and V tiles, in floats.
-const KV_STRIDE: u32 = MAX_HEAD_DIM + 1;
-
-const K_OFF: u32 = 0;
-const V_OFF: u32 = K_OFF + Shared::<f32>::bytes(BK * KV_STRIDE);
-const Q_OFF: u32 = V_OFF + Shared::<f32>::bytes(BK * KV_STRIDE);
-const P_OFF: u32 = Q_OFF + Shared::<f32>::bytes(WARPS * MAX_HEAD_DIM);
-/// Dynamic shared memory of the decode kernel (combine and append use none).
-pub const SHARED_BYTES: u32 = P_OFF + Shared::<f32>::bytes(WARPS * BK);
-const _: () = assert!(SHARED_BYTES <= 48 * 1024, "v01 stays under the 48 KB needing no opt-in");
-const _: () = assert!(MAX_HEAD_DIM.is_multiple_of(WARP_SIZE));
-
-const K_S: Shared<f32> = Shared::at(K_OFF, BK * KV_STRIDE);
-const V_S: Shared<f32> = Shared::at(V_OFF, BK * KV_STRIDE);
-const Q_S: Shared<f32> = Shared::at(Q_OFF, WARPS * MAX_HEAD_DIM);
-const P_S: Shared<f32> = Shared::at(P_OFF, WARPS * BK);
+use crate::attention::tile::DPL;
+pub use crate::attention::tile::{BK, MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS};
+use crate::attention::tile::{OnlineRow, stage_kv, stage_query};
+use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, thread_idx_x};
+use crate::device::warp::lane_id;
+use crate::device::{Element, WARP_SIZE, math};
 
 /// Blocks along grid y per kv head: the kv group's query heads, [`WARPS`] per block.
 pub const fn head_groups(heads: u32, kv_heads: u32) -> u32 {
@@ -93,68 +70,18 @@ pub fn run<T: Element>(p: PagedDecodeParams<T>) {
         (0, ctx_len)
     };
 
-    // Stage this warp's query row (scaled into base-2 units) in shared memory.
-    let mut dd = lane as usize;
-    while dd < d {
-        let qv = if active { p.q.load(q_base + dd).to_f32() * p.scale_log2 } else { 0.0 };
-        Q_S.store(warp * MAX_HEAD_DIM + dd as u32, qv);
-        dd += WARP_SIZE as usize;
-    }
-
-    let mut m = f32::NEG_INFINITY; // running max, base-2 units
-    let mut l = 0.0f32; // running sum of 2^(s - m)
-    let mut acc = [0.0f32; DPL];
+    stage_query(warp, lane, d, |dd| if active { p.q.load(q_base + dd).to_f32() * p.scale_log2 } else { 0.0 });
+    let mut row = OnlineRow::new();
     let mut tile = begin;
     while tile < end {
-        sync_threads(); // the previous tile's readers are done
         let rows = (end - tile).min(BK as usize);
-        let mut e = tid as usize;
-        while e < BK as usize * d {
-            let (r, c) = (e / d, e % d);
-            let (kv, vv) = if r < rows {
-                let j = tile + r;
-                let page = p.block_tables.load(table + j / page_size) as usize;
-                let at = ((page * kv_heads + kvh) * page_size + j % page_size) * d + c;
-                (p.k_cache.load(at).to_f32(), p.v_cache.load(at).to_f32())
-            } else {
-                (0.0, 0.0)
-            };
-            K_S.store(r as u32 * KV_STRIDE + c as u32, kv);
-            V_S.store(r as u32 * KV_STRIDE + c as u32, vv);
-            e += THREADS as usize;
-        }
-        sync_threads();
-        let mut s = f32::NEG_INFINITY;
-        if active && (lane as usize) < rows {
-            let mut dot = 0.0f32;
-            for c in 0..d {
-                dot = math::fma(Q_S.load(warp * MAX_HEAD_DIM + c as u32), K_S.load(lane * KV_STRIDE + c as u32), dot);
-            }
-            s = dot;
-        }
-        let tile_max = warp_reduce(MaxNan(s)).0;
-        let m_new = math::max_nan(m, tile_max);
-        let (corr, pj) = if m_new == f32::NEG_INFINITY {
-            (1.0, 0.0)
-        } else {
-            let corr = if m == f32::NEG_INFINITY { 0.0 } else { math::exp2_approx(m - m_new) };
-            (corr, if s == f32::NEG_INFINITY { 0.0 } else { math::exp2_approx(s - m_new) })
-        };
-        l = l * corr + warp_reduce(Sum(pj)).0;
-        m = m_new;
-        P_S.store(warp * BK + lane, pj);
-        sync_warp(FULL_MASK);
-        for (t, a) in acc.iter_mut().enumerate() {
-            let dd = lane as usize + t * WARP_SIZE as usize;
-            if dd < d {
-                let mut sum = *a * corr;
-                for r in 0..rows {
-                    sum = math::fma(P_S.load(warp * BK + r as u32), V_S.load(r as u32 * KV_STRIDE + dd as u32), sum);
-                }
-                *a = sum;
-            }
-        }
-        // This warp's P row is rewritten next tile only after the block barrier above.
+        stage_kv(tid, d, rows, |r, c| {
+            let j = tile + r;
+            let page = p.block_tables.load(table + j / page_size) as usize;
+            let at = ((page * kv_heads + kvh) * page_size + j % page_size) * d + c;
+            (p.k_cache.load(at).to_f32(), p.v_cache.load(at).to_f32())
+        });
+        row.tile(warp, lane, d, rows, active && (lane as usize) < rows);
         tile += BK as usize;
     }
     if !active {
@@ -164,23 +91,13 @@ pub fn run<T: Element>(p: PagedDecodeParams<T>) {
         // Unnormalized state for the combine; an empty chunk writes (-inf, 0, 0).
         let base = ((b * p.heads as usize + h) * p.splits as usize + split) * partial_words(p.d) as usize;
         if lane == 0 {
-            p.partial.store(base, m.to_bits());
-            p.partial.store(base + 1, l.to_bits());
+            p.partial.store(base, row.m.to_bits());
+            p.partial.store(base + 1, row.l.to_bits());
         }
-        for (t, a) in acc.iter().enumerate() {
-            let dd = lane as usize + t * WARP_SIZE as usize;
-            if dd < d {
-                p.partial.store(base + 2 + dd, a.to_bits());
-            }
-        }
+        row.for_each_dim(lane, d, |dd, a| p.partial.store(base + 2 + dd, a.to_bits()));
     } else {
-        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-        for (t, a) in acc.iter().enumerate() {
-            let dd = lane as usize + t * WARP_SIZE as usize;
-            if dd < d {
-                p.o.store(q_base + dd, T::from_f32(a * inv));
-            }
-        }
+        let inv = if row.l > 0.0 { 1.0 / row.l } else { 0.0 };
+        row.for_each_dim(lane, d, |dd, a| p.o.store(q_base + dd, T::from_f32(a * inv)));
     }
 }
 
