@@ -1069,18 +1069,8 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::Gemm;
     let v = &ferrokern::gemm_tc::VERSIONS[ferrokern::gemm_tc::VERSIONS.len() - 1];
     let case = verify::GemmCase { gemm: Gemm::new(131, 257, 67).scaled(1.0, 0.5), seed: 5, offset: 0 };
-    match verify::gemm_tc_with::<half::bf16>(ctx, &case, v) {
-        Ok(r) if r.passed() => {}
-        Ok(r) => {
-            println!("gemm_tc check: {r}");
-            *ok = false;
-            return Vec::new();
-        }
-        Err(e) => {
-            println!("gemm_tc check: {e}");
-            *ok = false;
-            return Vec::new();
-        }
+    if !passes_check("gemm_tc", verify::gemm_tc_with::<half::bf16>(ctx, &case, v), ok) {
+        return Vec::new();
     }
     let cublas = ferrokern::cublas::Cublas::load(ctx).map_err(|e| println!("\ngemm_tc baseline: none ({e})")).ok();
     println!(
@@ -1118,18 +1108,8 @@ fn paged_bench(ctx: &Context, ok: &mut bool) -> Vec<Measurement> {
         append: true,
         seed: 5,
     };
-    match paged::check(ctx, &case) {
-        Ok(r) if r.passed() => {}
-        Ok(r) => {
-            println!("paged_decode check: {r}");
-            *ok = false;
-            return Vec::new();
-        }
-        Err(e) => {
-            println!("paged_decode check: {e}");
-            *ok = false;
-            return Vec::new();
-        }
+    if !passes_check("paged_decode", paged::check(ctx, &case), ok) {
+        return Vec::new();
     }
     let mut rows = Vec::new();
     for &shape in paged::BENCH_SHAPES {
@@ -1176,6 +1156,24 @@ fn paged_bench(ctx: &Context, ok: &mut bool) -> Vec<Measurement> {
     rows
 }
 
+/// Whether a bench family's check before timing passed; prints why not and marks the run
+/// failed (a fast wrong kernel is not a result).
+fn passes_check(what: &str, result: ferrokern::Result<ferrokern::check::Report>, ok: &mut bool) -> bool {
+    match result {
+        Ok(r) if r.passed() => true,
+        Ok(r) => {
+            println!("{what} check: {r}");
+            *ok = false;
+            false
+        }
+        Err(e) => {
+            println!("{what} check: {e}");
+            *ok = false;
+            false
+        }
+    }
+}
+
 /// Attention (bf16) against PyTorch's scaled_dot_product_attention in the same run, each
 /// shape checked with FlashAttention's rule on a small case first.
 fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
@@ -1186,18 +1184,8 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
         causal: true,
         seed: 5,
     };
-    match att::check(ctx, &check) {
-        Ok(r) if r.passed() => {}
-        Ok(r) => {
-            println!("attention check: {r}");
-            *ok = false;
-            return Vec::new();
-        }
-        Err(e) => {
-            println!("attention check: {e}");
-            *ok = false;
-            return Vec::new();
-        }
+    if !passes_check("attention", att::check(ctx, &check), ok) {
+        return Vec::new();
     }
     let mut shapes = Vec::new();
     for &(batch, heads, seq, head_dim) in att::BENCH_SHAPES {
