@@ -7,9 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (arch, extra target features). The host picks the newest arch the device supports.
-/// sm_90a (`+ptx80`) joins this list with the first Hopper-only kernel.
-const ARCHS: &[(&str, &str)] = &[("sm_80", ""), ("sm_90", "")];
+/// (arch, extra target features). The host picks the newest arch the device supports; an
+/// arch-specific one (`sm_90a`: wgmma, setmaxnreg) only on exactly that compute capability.
+/// Device code sees `cfg(ferrokern_sm90a)` in the sm_90a build, where the Hopper-only kernels
+/// get their real bodies (elsewhere those entry points trap, and the host never launches them).
+const ARCHS: &[(&str, &str)] = &[("sm_80", ""), ("sm_90", ""), ("sm_90a", "+ptx80")];
 
 const SETUP_HINT: &str = "run `scripts/setup.sh` (or `rustup toolchain install` in the repository root, which installs \
 the toolchain and the rust-src, llvm-tools and llvm-bitcode-linker components named in rust-toolchain.toml)";
@@ -44,6 +46,9 @@ fn build_arch(cargo: &str, root: &Path, target_dir: &Path, arch: &str, features:
     let mut flags = format!("-Ctarget-cpu={arch}");
     if !features.is_empty() {
         flags.push_str(&format!("\x1f-Ctarget-feature={features}"));
+    }
+    if arch == "sm_90a" {
+        flags.push_str("\x1f--cfg=ferrokern_sm90a");
     }
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)

@@ -524,10 +524,11 @@ pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
     (1024, 1024, 16384),
 ];
 
-/// Times the tensor-core GEMM (bf16 inputs, f32 C, NN, alpha 1, beta 0) and, when given,
-/// cuBLAS `cublasGemmEx` with the same types and f32 compute on the same buffers.
+/// Times one tensor-core GEMM version (bf16 inputs, f32 C, NN, alpha 1, beta 0) and, when
+/// given, cuBLAS `cublasGemmEx` with the same types and f32 compute on the same buffers.
 pub fn gemm_tc(
     ctx: &Context,
+    version: &'static crate::gemm_tc::TcVersion,
     cublas: Option<&crate::cublas::Cublas>,
     m: usize,
     n: usize,
@@ -542,7 +543,7 @@ pub fn gemm_tc(
     let b = ctx.upload(&fill(k * n))?;
     let mut c = ctx.alloc::<f32>(m * n)?;
     let t = ctx.time_runs(WARMUP, REPS, true, || {
-        crate::gemm_tc::gemm_tc(ctx, &g, a.as_view(), b.as_view(), c.as_view_mut())
+        crate::gemm_tc::gemm_tc_with(ctx, version, &g, a.as_view(), b.as_view(), c.as_view_mut())
     })?;
     let med = median(&t);
     let flops = 2.0 * (m * n * k) as f64;
@@ -553,7 +554,7 @@ pub fn gemm_tc(
         None => None,
     };
     Ok(GemmMeasurement {
-        version: crate::gemm_tc::VERSIONS[crate::gemm_tc::VERSIONS.len() - 1].name,
+        version: version.name,
         shape: format!("{m}x{n}x{k}"),
         median_ms: med,
         min_ms: t.iter().cloned().fold(f64::INFINITY, f64::min),

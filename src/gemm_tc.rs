@@ -12,7 +12,7 @@ use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
 use gpu_kernels::device::mma::MmaInput;
 use gpu_kernels::gemm_tc::TcParams;
-pub use gpu_kernels::gemm_tc::{TcTiling, TcVersion, VERSIONS};
+pub use gpu_kernels::gemm_tc::{BUG_VERSIONS, TcConfig, TcTiling, TcVersion, VERSIONS};
 use half::{bf16, f16};
 
 /// An input type of the tensor-core GEMM (bf16, f16) and its kernel in a version.
@@ -32,9 +32,22 @@ impl TcInput for f16 {
     }
 }
 
-/// The version [`gemm_tc`] runs: the ladder's top rung.
-pub fn default_version() -> &'static TcVersion {
-    VERSIONS.last().expect("the ladder has versions")
+/// The version [`gemm_tc`] runs on `ctx` for `g`: the top rung this device can run and the
+/// operands allow (TMA needs 16-byte aligned bases and row pitches).
+pub fn default_version(ctx: &Context, g: &Gemm, a_addr: usize, b_addr: usize) -> &'static TcVersion {
+    let tma_ok =
+        a_addr.is_multiple_of(16) && b_addr.is_multiple_of(16) && g.lda.is_multiple_of(8) && g.ldb.is_multiple_of(8);
+    VERSIONS
+        .iter()
+        .rev()
+        .find(|v| {
+            let arch_ok = match (v.config.required_arch(), ctx.device_info()) {
+                (Some(need), Some(info)) => info.ptx_arch == need,
+                _ => true,
+            };
+            arch_ok && (v.config.tma_boxes().is_none() || tma_ok)
+        })
+        .unwrap_or(&VERSIONS[0])
 }
 
 /// Looks a version up by name (`v01_mma`).
@@ -50,7 +63,7 @@ pub fn gemm_tc<T: TcInput>(
     b: BufRef<'_, T>,
     c: BufMut<'_, f32>,
 ) -> Result<()> {
-    gemm_tc_with(ctx, default_version(), g, a, b, c)
+    gemm_tc_with(ctx, default_version(ctx, g, a.addr(), b.addr()), g, a, b, c)
 }
 
 /// As [`gemm_tc`], with a chosen version.
@@ -82,35 +95,63 @@ pub fn gemm_tc_with<T: TcInput>(
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
     }
-    let t = version.tiling;
-    let grid_y = g.m.div_ceil(t.bm as usize);
+    let cfg = version.config;
+    if let (Some(need), Some(info)) = (cfg.required_arch(), ctx.device_info())
+        && info.ptx_arch != need
+    {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "{} runs only where the {need} PTX is loaded (Hopper, compute capability 9.0); this {} loaded {}: use {}",
+                version.name, info.name, info.ptx_arch, VERSIONS[0].name
+            ),
+        ));
+    }
+    let (bm, bn) = cfg.block_tile();
+    let grid_y = g.m.div_ceil(bm as usize);
     if grid_y > 65_535 {
         return Err(Error::invalid(
             OP,
-            format!("m = {} needs {grid_y} row tiles of {}; the grid allows 65535: split M", g.m, t.bm),
+            format!("m = {} needs {grid_y} row tiles of {bm}; the grid allows 65535: split M", g.m),
         ));
+    }
+    // TMA versions: A is a K-wide, M-tall tensor, B N-wide and K-tall (contiguous dimension
+    // first), both with 128-byte swizzled boxes. K = 0 loads nothing and needs no maps.
+    let mut maps = Vec::new();
+    if let Some((a_box, b_box)) = cfg.tma_boxes()
+        && g.k > 0
+    {
+        let a_desc = crate::tma::desc_2d(OP, a, g.m, g.k, g.lda, a_box, 128)?;
+        let b_desc = crate::tma::desc_2d(OP, b, g.k, g.n, g.ldb, b_box, 128)?;
+        maps.extend_from_slice(&crate::tma::encode(ctx, &a_desc)?);
+        maps.extend_from_slice(&crate::tma::encode(ctx, &b_desc)?);
     }
     // cp.async copies 16-byte chunks: every row must start 16-byte aligned.
     let vec = |addr: usize, ld: usize| addr.is_multiple_of(16) && ld.is_multiple_of(8);
-    let params = TcParams {
-        m: g.m as u32,
-        n: g.n as u32,
-        k: g.k as u32,
-        lda: g.lda as u32,
-        ldb: g.ldb as u32,
-        ldc: g.ldc as u32,
-        vec_a: vec(a.addr(), g.lda) as u32,
-        vec_b: vec(b.addr(), g.ldb) as u32,
-        alpha: g.alpha,
-        beta: g.beta,
-        a: a.global(),
-        b: b.global(),
-        c: c.global_mut(),
+    let c_view = c.global_mut();
+    let launch = |maps_addr: u64| {
+        let params = TcParams {
+            m: g.m as u32,
+            n: g.n as u32,
+            k: g.k as u32,
+            lda: g.lda as u32,
+            ldb: g.ldb as u32,
+            ldc: g.ldc as u32,
+            vec_a: vec(a.addr(), g.lda) as u32,
+            vec_b: vec(b.addr(), g.ldb) as u32,
+            alpha: g.alpha,
+            beta: g.beta,
+            a: a.global(),
+            b: b.global(),
+            c: c_view,
+            maps: maps_addr,
+        };
+        let launch_cfg = LaunchConfig {
+            grid: Dim3::new(g.n.div_ceil(bn as usize) as u32, grid_y as u32, 1),
+            block: Dim3::x(cfg.threads()),
+            shared_bytes: cfg.shared_bytes(),
+        };
+        ctx.launch(T::kernel(version), launch_cfg, params)
     };
-    let cfg = LaunchConfig {
-        grid: Dim3::new(g.n.div_ceil(t.bn as usize) as u32, grid_y as u32, 1),
-        block: Dim3::x(t.threads()),
-        shared_bytes: t.shared_bytes(),
-    };
-    ctx.launch(T::kernel(version), cfg, params)
+    if maps.is_empty() { launch(0) } else { ctx.with_constants(&maps, launch) }
 }

@@ -62,6 +62,15 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Assembles `ptx` for `arch` with `ptxas -v`; returns the per-kernel table and the cubin path.
 pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources>, PathBuf), String> {
+    ptxas_with_warnings(ptxas, arch, ptx).map(|(rows, cubin, _)| (rows, cubin))
+}
+
+/// As [`ptxas`], also returning ptxas's warning lines (e.g. wgmma serialization).
+pub fn ptxas_with_warnings(
+    ptxas: &Path,
+    arch: &str,
+    ptx: &str,
+) -> Result<(Vec<KernelResources>, PathBuf, Vec<String>), String> {
     let src = scratch(&format!("{arch}.ptx"));
     let cubin = scratch(&format!("{arch}.cubin"));
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
@@ -78,7 +87,8 @@ pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources
     if !out.status.success() {
         return Err(format!("ptxas rejected the {arch} PTX:\n{text}"));
     }
-    Ok((parse_ptxas(arch, &text), cubin))
+    let warnings = text.lines().filter(|l| l.contains("warning")).map(str::to_string).collect();
+    Ok((parse_ptxas(arch, &text), cubin, warnings))
 }
 
 fn num_before(line: &str, unit: &str) -> Option<u32> {
@@ -116,8 +126,9 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
 }
 
 /// Instruction classes counted in the SASS of each kernel.
-pub const SASS_CLASSES: &[&str] =
-    &["HGMMA", "HMMA", "FFMA", "LDSM", "LDGSTS", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR"];
+pub const SASS_CLASSES: &[&str] = &[
+    "HGMMA", "HMMA", "FFMA", "LDSM", "LDGSTS", "UTMALDG", "SYNCS", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR",
+];
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.
 pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {

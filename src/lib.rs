@@ -28,6 +28,7 @@ pub mod reduce;
 pub mod reference;
 pub mod rows;
 pub mod softmax;
+pub mod tma;
 pub mod verify;
 
 pub use ferrokern_host::*;

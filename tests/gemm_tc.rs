@@ -21,10 +21,36 @@ fn run<T: TcInput>(ctx: &Context, v: &TcVersion, case: GemmCase) {
     assert!(r.passed(), "{} {} {case:?} on {}: {r}", v.name, T::NAME, ctx.backend());
 }
 
+/// Whether `v` can run `case` on `ctx`; when not, checks that it refuses with a message that
+/// says why (TMA alignment, or the sm_90a-only versions elsewhere) instead of running.
+fn runs(ctx: &Context, v: &TcVersion, case: GemmCase) -> bool {
+    let g = &case.gemm;
+    let arch_ok = match (v.config.required_arch(), ctx.device_info()) {
+        (Some(need), Some(info)) => info.ptx_arch == need,
+        _ => true,
+    };
+    // TMA: 16-byte aligned bases (views start `offset` elements in) and row pitches.
+    let tma_ok = case.offset.is_multiple_of(8) && g.lda.is_multiple_of(8) && g.ldb.is_multiple_of(8);
+    let needs_tma = v.config.tma_boxes().is_some() && g.k > 0 && g.m > 0 && g.n > 0;
+    if arch_ok && (!needs_tma || tma_ok) {
+        return true;
+    }
+    let needle = if arch_ok { "TMA" } else { "sm_90a" };
+    match verify::gemm_tc_with::<bf16>(ctx, &case, v) {
+        Err(e @ Error::InvalidArgument { .. }) => {
+            assert!(e.to_string().contains(needle), "{} refuses {case:?} saying {needle}: {e}", v.name)
+        }
+        other => panic!("{} should refuse {case:?} ({needle}), got {other:?}", v.name),
+    }
+    false
+}
+
 fn both(ctx: &Context, case: GemmCase) {
     for v in VERSIONS {
-        run::<bf16>(ctx, v, case);
-        run::<f16>(ctx, v, case);
+        if runs(ctx, v, case) {
+            run::<bf16>(ctx, v, case);
+            run::<f16>(ctx, v, case);
+        }
     }
 }
 
@@ -104,4 +130,48 @@ fn launcher_refuses_what_it_cannot_run() {
     let mut short = Gemm::new(8, 8, 8);
     short.lda = 7;
     expect(gemm_tc::gemm_tc(&ctx, &short, a.as_view(), b.as_view(), c.as_view_mut()), "lda");
+}
+
+/// TMA-friendly shapes (leading dimensions multiples of 8) that every version runs,
+/// including the sm_90a one on the emulator: partial tiles in every dimension, and K long
+/// enough to wrap v02's 4-stage ring twice (k-steps of 64).
+#[test]
+fn aligned_shapes_wrap_the_pipeline() {
+    for ctx in common::backends("gemm_tc_aligned_shapes") {
+        for (m, n, k) in [(128, 128, 64), (130, 200, 520), (64, 8, 16), (1, 8, 8), (257, 136, 1000)] {
+            let g = problem(m, n, k, 0, 1.25, 0.75);
+            let case = GemmCase { gemm: g, seed: (m + n + k) as u64, offset: 0 };
+            for v in VERSIONS {
+                assert!(runs(&ctx, v, case), "{} refuses the TMA-friendly {case:?}", v.name);
+                run::<bf16>(&ctx, v, case);
+                run::<f16>(&ctx, v, case);
+            }
+        }
+    }
+}
+
+/// Each deliberately broken variant of v02 is caught on the emulator: a mis-laid B operand by
+/// the reference comparison, and every pipeline-protocol bug by the async-proxy checks (a
+/// wgmma reading a stage its thread did not wait for, a TMA overwriting a stage a wgmma may
+/// still read) before any wrong number could be reported as right.
+#[test]
+fn broken_wgmma_variants_are_rejected() {
+    let ctx = Context::emulator();
+    let case = GemmCase { gemm: problem(130, 136, 520, 0, 1.0, 0.0), seed: 7, offset: 0 };
+    for v in gemm_tc::BUG_VERSIONS {
+        let layout_bug = v.name.ends_with("layout");
+        match verify::gemm_tc_with::<bf16>(&ctx, &case, v) {
+            Ok(r) => {
+                assert!(layout_bug, "{}: a protocol bug should be stopped by the emulator, got {r}", v.name);
+                assert!(!r.passed(), "{} passed the harness: {r}", v.name);
+                println!("{}: rejected by the comparison: {r}", v.name);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(!layout_bug, "{}: a layout bug should reach the comparison, got {msg}", v.name);
+                assert!(msg.contains("async proxy") || msg.contains("deadlock"), "{}: unexpected error {msg}", v.name);
+                println!("{}: rejected by the emulator: {msg}", v.name);
+            }
+        }
+    }
 }

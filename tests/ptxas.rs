@@ -100,6 +100,9 @@ fn tensor_core_gemm_sass_has_hmma_ldmatrix_and_async_copies() {
         let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
         let _ = std::fs::remove_file(cubin);
         for v in ferrokern::gpu_kernels::gemm_tc::VERSIONS {
+            if v.config.required_arch().is_some() {
+                continue; // the sm_90a gate below
+            }
             for k in [v.bf16.name, v.f16.name] {
                 let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
                 let get = |c: &str| m.get(c).copied().unwrap_or(0);
@@ -114,6 +117,42 @@ fn tensor_core_gemm_sass_has_hmma_ldmatrix_and_async_copies() {
                     get("LDGSTS")
                 );
             }
+        }
+    }
+}
+
+/// The offline gate for Hopper: in the sm_90a build every wgmma version's SASS has
+/// HGMMA (warpgroup MMA), UTMALDG (TMA loads) and SYNCS (mbarrier) instructions and no local
+/// memory, and ptxas did not serialize the wgmmas (which it does, with a warning, when the
+/// accumulators are touched while they are in flight).
+#[test]
+fn hopper_gemm_sass_has_hgmma_and_tma() {
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    let (arch, ptx) = ferrokern::PTX.iter().find(|(a, _)| *a == "sm_90a").expect("sm_90a PTX is embedded");
+    let (_, cubin, warnings) = info::ptxas_with_warnings(&ptxas, arch, ptx).unwrap();
+    let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+    let _ = std::fs::remove_file(cubin);
+    let wgmma: Vec<_> = ferrokern::gpu_kernels::gemm_tc::VERSIONS
+        .iter()
+        .filter(|v| v.config.required_arch() == Some("sm_90a"))
+        .collect();
+    assert!(!wgmma.is_empty(), "the ladder has an sm_90a version");
+    for v in wgmma {
+        for k in [v.bf16.name, v.f16.name] {
+            let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+            let get = |c: &str| m.get(c).copied().unwrap_or(0);
+            assert!(get("HGMMA") >= 4, "{arch} {k}: {} HGMMA in {m:?}", get("HGMMA"));
+            assert!(get("UTMALDG") >= 1, "{arch} {k}: no UTMALDG (TMA) in {m:?}");
+            assert!(get("SYNCS") >= 1, "{arch} {k}: no SYNCS (mbarrier) in {m:?}");
+            assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+            let serialized: Vec<_> = warnings.iter().filter(|w| w.contains(k) && w.contains("serializ")).collect();
+            assert!(serialized.is_empty(), "{arch} {k}: ptxas serialized its wgmmas: {serialized:?}");
+            println!(
+                "{arch} {k}: {} HGMMA, {} UTMALDG, {} SYNCS, no local memory, wgmma not serialized",
+                get("HGMMA"),
+                get("UTMALDG"),
+                get("SYNCS")
+            );
         }
     }
 }

@@ -71,7 +71,7 @@ fn as_bytes_mut<T: Scalar>(s: &mut [T]) -> &mut [u8] {
 /// Emulator memory: one raw allocation, aligned like a CUDA allocation (256 bytes) so that
 /// alignment-dependent paths are taken identically on both backends.
 pub(crate) struct HostAlloc {
-    ptr: NonNull<u8>,
+    pub(crate) ptr: NonNull<u8>,
     layout: Layout,
 }
 

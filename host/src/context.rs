@@ -103,6 +103,9 @@ pub(crate) struct Inner {
     /// through a handle runs in order on its one stream; forks have their own. Declared
     /// before `gpu` so it is freed while the CUDA context still exists.
     pub scratch: Mutex<(Mem, usize)>,
+    /// Launch constants (TMA tensor maps): one small allocation per handle and the bytes it
+    /// holds now, so an unchanged set is not copied again.
+    pub constants: Mutex<(Mem, Vec<u8>)>,
     pub gpu: Option<Gpu>,
     /// Set by the first device fault; returned by every later call on every fork.
     pub fault: Arc<Mutex<Option<Error>>>,
@@ -135,6 +138,7 @@ impl Context {
                 gpu,
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
+                constants: Mutex::new((Mem::Empty, Vec::new())),
             }),
         })
     }
@@ -147,6 +151,7 @@ impl Context {
                 gpu: None,
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
+                constants: Mutex::new((Mem::Empty, Vec::new())),
             }),
         }
     }
@@ -165,6 +170,7 @@ impl Context {
                 gpu,
                 fault: self.inner.fault.clone(),
                 scratch: Mutex::new((Mem::Empty, 0)),
+                constants: Mutex::new((Mem::Empty, Vec::new())),
             }),
         })
     }
@@ -334,4 +340,45 @@ impl Context {
         let view = unsafe { GlobalMut::from_raw_parts(scratch.0.addr() as *mut u32, words) };
         f(view)
     }
+
+    /// Runs `f` with the device address of a copy of `bytes` (at most [`CONSTANTS_BYTES`],
+    /// the first byte 256-byte aligned) that kernels launched by `f` on this handle may read:
+    /// launch constants too large for kernel parameters, such as TMA tensor maps. The copy is
+    /// made only when `bytes` differ from what the buffer already holds. Safe to reuse without
+    /// waiting: on the GPU the copy is a synchronous host-to-device copy on the legacy stream,
+    /// which waits for the work already launched on this context's (blocking) streams.
+    pub fn with_constants<R>(&self, bytes: &[u8], f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
+        self.check_healthy()?;
+        if bytes.len() > CONSTANTS_BYTES {
+            return Err(Error::invalid(
+                "constants",
+                format!("{} bytes of launch constants exceed the {CONSTANTS_BYTES} a handle keeps", bytes.len()),
+            ));
+        }
+        let mut c = self.inner.constants.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(c.0, Mem::Empty) {
+            *c = (Mem::alloc(self, CONSTANTS_BYTES)?, Vec::new());
+        }
+        if c.1 != bytes {
+            let mut padded = vec![0u8; CONSTANTS_BYTES];
+            padded[..bytes.len()].copy_from_slice(bytes);
+            match &mut c.0 {
+                Mem::Gpu(b) => {
+                    use cust::memory::CopyDestination;
+                    b.copy_from(&padded[..]).map_err(|code| self.note(Error::Cuda { call: "cuMemcpyHtoD", code }))?;
+                }
+                Mem::Host(h) => {
+                    // SAFETY: the allocation holds CONSTANTS_BYTES bytes; emulator launches
+                    // complete before returning, so no kernel is reading it now.
+                    unsafe { std::ptr::copy_nonoverlapping(padded.as_ptr(), h.ptr.as_ptr(), CONSTANTS_BYTES) }
+                }
+                Mem::Empty => unreachable!("allocated above"),
+            }
+            c.1 = bytes.to_vec();
+        }
+        f(c.0.addr() as u64)
+    }
 }
+
+/// Bytes of launch constants a handle keeps ([`Context::with_constants`]).
+pub const CONSTANTS_BYTES: usize = 4096;

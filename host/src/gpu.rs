@@ -61,15 +61,17 @@ impl Gpu {
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
         let cc = major * 10 + minor;
-        // The newest embedded arch that the device can run.
+        // The newest embedded arch that the device can run: `sm_XY` runs on compute
+        // capability XY and newer, the arch-specific `sm_XYa` only on XY itself.
         let (arch, text) = ptx
             .iter()
             .rev()
             .find(|(a, _)| {
+                let specific = a.ends_with('a');
                 a.trim_start_matches("sm_")
                     .trim_end_matches('a')
                     .parse::<i32>()
-                    .is_ok_and(|n| n <= cc && !a.ends_with('a'))
+                    .is_ok_and(|n| if specific { n == cc } else { n <= cc })
             })
             .copied()
             .ok_or(Error::UnsupportedDevice { device: name.clone(), major, minor })?;

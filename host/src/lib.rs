@@ -10,7 +10,7 @@ mod error;
 mod gpu;
 
 pub use buffer::{BufMut, BufRef, DType, DeviceBuffer, Scalar};
-pub use context::{Backend, BackendChoice, Context, DeviceInfo};
+pub use context::{Backend, BackendChoice, CONSTANTS_BYTES, Context, DeviceInfo};
 pub use error::{Error, Result};
 pub use gpu_kernels::emu::{EmuError, LaunchConfig};
 pub use gpu_kernels::{Dim3, KernelDef};

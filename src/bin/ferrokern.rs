@@ -782,8 +782,14 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
             "the tensor-core gemm runs NN with batch 1 today; remove --trans-a/--trans-b/--batch, or use --dtype f32",
         );
     }
+    let g = Gemm::new(m, n, k).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
     let version = match a.kernel.as_deref() {
-        None => &gemm_tc::VERSIONS[gemm_tc::VERSIONS.len() - 1],
+        // The inputs start `offset` elements into 256-byte aligned buffers.
+        None => gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset),
         Some(name) => match gemm_tc::version(name) {
             Some(v) => v,
             None => {
@@ -792,14 +798,9 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
             }
         },
     };
-    let g = Gemm::new(m, n, k).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
     println!(
         "verify gemm m={m} n={n} k={k} alpha={} beta={} dtype={} backend={} version={} seed={seed} offset={}",
         g.alpha,
@@ -1067,26 +1068,40 @@ fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
 /// checked first.
 fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::Gemm;
-    let v = &ferrokern::gemm_tc::VERSIONS[ferrokern::gemm_tc::VERSIONS.len() - 1];
-    let case = verify::GemmCase { gemm: Gemm::new(131, 257, 67).scaled(1.0, 0.5), seed: 5, offset: 0 };
-    if !passes_check("gemm_tc", verify::gemm_tc_with::<half::bf16>(ctx, &case, v), ok) {
-        return Vec::new();
-    }
     let cublas = ferrokern::cublas::Cublas::load(ctx).map_err(|e| println!("\ngemm_tc baseline: none ({e})")).ok();
-    println!(
-        "\n{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
-        "gemm_tc (bf16)", "m x n x k", "median ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
-    );
+    // Odd M, N and K, with leading dimensions TMA accepts (multiples of 8 elements).
+    let case = verify::GemmCase { gemm: Gemm::new(131, 264, 72).scaled(1.0, 0.5), seed: 5, offset: 0 };
     let mut rows = Vec::new();
-    for &(m, n, k) in bench::GEMM_TC_SHAPES {
-        match bench::gemm_tc(ctx, cublas.as_ref(), m, n, k) {
-            Ok(r) => {
-                print_gemm_row(&r);
-                rows.push(r);
-            }
-            Err(e) => {
-                println!("gemm_tc {m}x{n}x{k}: {e}");
-                *ok = false;
+    for v in ferrokern::gemm_tc::VERSIONS {
+        if let (Some(need), Some(info)) = (v.config.required_arch(), ctx.device_info())
+            && info.ptx_arch != need
+        {
+            println!("\ngemm_tc {}: skipped, it needs the {need} PTX and this device loaded {}", v.name, info.ptx_arch);
+            continue;
+        }
+        if !passes_check(&format!("gemm_tc {}", v.name), verify::gemm_tc_with::<half::bf16>(ctx, &case, v), ok) {
+            continue;
+        }
+        println!(
+            "\n{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
+            format!("gemm_tc {}", v.name),
+            "m x n x k",
+            "median ms",
+            "TFLOP/s",
+            "cuBLAS ms",
+            "TFLOP/s",
+            "ratio"
+        );
+        for &(m, n, k) in bench::GEMM_TC_SHAPES {
+            match bench::gemm_tc(ctx, v, cublas.as_ref(), m, n, k) {
+                Ok(r) => {
+                    print_gemm_row(&r);
+                    rows.push(r);
+                }
+                Err(e) => {
+                    println!("gemm_tc {} {m}x{n}x{k}: {e}", v.name);
+                    *ok = false;
+                }
             }
         }
     }

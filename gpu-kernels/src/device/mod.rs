@@ -15,6 +15,7 @@
 //! no per-access check on the hot path of the GPU, and a tested guarantee instead of a static one.
 
 mod element;
+pub mod hopper;
 pub mod math;
 mod memory;
 pub mod mma;

@@ -4,8 +4,9 @@ use super::warp::{ShflMode, VoteMode};
 use core::arch::asm;
 use core::arch::nvptx;
 
-// The block's dynamic shared segment; its size is the launch's `sharedMemBytes`.
-core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
+// The block's dynamic shared segment; its size is the launch's `sharedMemBytes`. Aligned to
+// 1024 bytes: the period of the 128-byte swizzle that TMA writes and wgmma reads.
+core::arch::global_asm!(".extern .shared .align 1024 .b8 dyn_smem[];");
 
 #[inline(always)]
 pub fn thread_idx_x() -> u32 {
@@ -406,4 +407,60 @@ pub fn cp_async_wait_group<const N: u32>() {
     // SAFETY: waits for this thread's older cp.async groups; a memory clobber (no `nomem`)
     // keeps shared loads after it.
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
+}
+
+// Hopper (sm_90a) instructions. The other archs' builds get bodies that trap: the host
+// launches the kernels that use them only where the sm_90a PTX is loaded.
+#[cfg(ferrokern_sm90a)]
+include!("ptx_hopper.rs");
+
+#[cfg(not(ferrokern_sm90a))]
+pub use no_hopper::*;
+
+#[cfg(not(ferrokern_sm90a))]
+mod no_hopper {
+    #[inline(always)]
+    fn unavailable() -> ! {
+        // SAFETY: `trap` aborts the kernel; reached only if a launcher broke the sm_90a rule.
+        unsafe { core::arch::nvptx::trap() }
+    }
+    pub fn smem_addr(_: u32) -> u32 {
+        unavailable()
+    }
+    pub fn mbar_init(_: u32, _: u32) {
+        unavailable()
+    }
+    pub fn mbar_arrive(_: u32, _: u32) {
+        unavailable()
+    }
+    pub fn mbar_wait(_: u32, _: u32) {
+        unavailable()
+    }
+    pub fn fence_mbarrier_init() {
+        unavailable()
+    }
+    pub fn fence_proxy_async() {
+        unavailable()
+    }
+    pub fn tma_load_2d(_: u32, _: u64, _: i32, _: i32, _: u32) {
+        unavailable()
+    }
+    pub fn wgmma_fence() {
+        unavailable()
+    }
+    pub fn wgmma_commit() {
+        unavailable()
+    }
+    pub fn wgmma_wait<const N: u32>() {
+        unavailable()
+    }
+    pub fn wgmma_m64n128k16<const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 64],
+        _: u64,
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
 }

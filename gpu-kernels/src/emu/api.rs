@@ -164,4 +164,8 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
 }
 
+pub use super::hopper::{
+    fence_mbarrier_init, fence_proxy_async, mbar_arrive, mbar_init, mbar_wait, smem_addr, tma_load_2d, wgmma_commit,
+    wgmma_fence, wgmma_m64n128k16, wgmma_wait,
+};
 pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix, mma_m16n8k16};

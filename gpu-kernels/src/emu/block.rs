@@ -18,6 +18,11 @@ pub(crate) enum State {
     Ready,
     Barrier(Loc),
     Warp,
+    /// Polling an mbarrier (at shared byte `bar`): resumed every round until its phase completes.
+    Poll {
+        bar: u32,
+        at: Loc,
+    },
     Done,
 }
 
@@ -33,12 +38,15 @@ pub(crate) enum WarpOp {
         n: u8,
         trans: bool,
     },
+    /// `wgmma.mma_async` (see `emu::hopper`): only the warp's convergence is collective.
+    Wgmma,
 }
 
 impl std::fmt::Display for WarpOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WarpOp::Mma(kind) => return write!(f, "mma.sync.m16n8k16 ({kind:?})"),
+            WarpOp::Wgmma => return f.write_str("wgmma.mma_async"),
             WarpOp::Ldmatrix { n, trans } => {
                 return write!(f, "ldmatrix.x{n}{}", if *trans { ".trans" } else { "" });
             }
@@ -53,7 +61,7 @@ impl std::fmt::Display for WarpOp {
             WarpOp::Vote(VoteMode::Any) => "any_sync",
             WarpOp::Vote(VoteMode::Ballot) => "ballot_sync",
             WarpOp::Sync => "sync_warp",
-            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } => unreachable!("written above"),
+            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma => unreachable!("written above"),
         })
     }
 }
@@ -112,6 +120,10 @@ pub(crate) struct BlockCtx {
     pub results: Vec<Cell<u32>>,
     /// Tensor-core state: wide collective words and pending `cp.async` copies.
     pub tc: super::mma::TcState,
+    /// Hopper state: mbarriers, TMA tokens, wgmma bookkeeping.
+    pub hopper: super::hopper::HopperState,
+    /// Set when a thread ran or an mbarrier changed in the current scheduling round.
+    pub progress: Cell<bool>,
 }
 
 impl BlockCtx {
@@ -176,6 +188,8 @@ impl BlockRunner {
             posts: RefCell::new(vec![None; n]),
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),
+            hopper: super::hopper::HopperState::new(n, self.cfg.shared_bytes),
+            progress: Cell::new(false),
         };
         let threads: Vec<ThreadCtx> = (0..n as u32)
             .map(|l| ThreadCtx {
@@ -191,9 +205,12 @@ impl BlockRunner {
         let err = |thread: Option<Dim3>, kind: FaultKind| EmuError { kernel, block: Some(b), thread, kind };
 
         loop {
+            block.progress.set(false);
             for t in 0..n {
-                if threads[t].state.get() != State::Ready {
-                    continue;
+                match threads[t].state.get() {
+                    State::Ready => block.progress.set(true),
+                    State::Poll { .. } => {}
+                    _ => continue,
                 }
                 if coros[t].is_none() {
                     let stack = self.stack();
@@ -240,8 +257,32 @@ impl BlockRunner {
             if all_done {
                 return Ok(());
             }
+            if block.progress.get() {
+                continue;
+            }
             if self.resolve_warps(&block, &threads).map_err(|k| err(None, k))? {
                 continue;
+            }
+            // Nothing ran, no mbarrier moved and no collective completed: pollers wait forever.
+            let polling: Vec<String> = threads
+                .iter()
+                .filter_map(|t| match t.state.get() {
+                    State::Poll { bar, at } => Some(format!(
+                        "thread {} at {}:{} waits on the {}",
+                        d3(t.tid),
+                        at.file(),
+                        at.line(),
+                        block.hopper.describe(bar)
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if !polling.is_empty() {
+                let more = if polling.len() > 4 { format!(" (and {} more)", polling.len() - 4) } else { String::new() };
+                return Err(err(
+                    None,
+                    FaultKind::Deadlock { detail: format!("{}{more}", polling[..polling.len().min(4)].join("; ")) },
+                ));
             }
             self.release_barrier(&block, &threads).map_err(|k| err(None, k))?;
         }
@@ -338,7 +379,7 @@ impl BlockRunner {
                     }
                     let q = posts[base + m].expect("posted");
                     let r = match p.op {
-                        WarpOp::Sync | WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } => 0,
+                        WarpOp::Sync | WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma => 0,
                         WarpOp::Vote(mode) => {
                             let mut ballot = 0u32;
                             for k in 0..lanes {
@@ -421,7 +462,9 @@ impl BlockRunner {
                 },
                 State::Done => exited = exited.or(Some(i)),
                 State::Warp => in_warp_op = in_warp_op.or(Some(i)),
-                State::Ready => unreachable!("the scheduler runs every ready thread before this"),
+                State::Ready | State::Poll { .. } => {
+                    unreachable!("the scheduler runs every ready thread and reports stuck pollers before this")
+                }
             }
         }
         let Some((j, at)) = first else {

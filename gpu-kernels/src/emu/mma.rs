@@ -76,6 +76,12 @@ fn wide_collective(op: WarpOp, words: [u32; WIDE]) -> [u32; WIDE] {
     block.tc.wide.borrow()[t.linear as usize]
 }
 
+/// Posts a data-less warp collective (all 32 lanes) and waits for it: convergence only.
+#[track_caller]
+pub(crate) fn warp_converge(op: WarpOp) {
+    let _ = wide_collective(op, [0; WIDE]);
+}
+
 #[track_caller]
 pub fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut w = [0u32; WIDE];

@@ -28,6 +28,7 @@
 
 pub(crate) mod api;
 mod block;
+mod hopper;
 mod mma;
 mod shadow;
 
@@ -68,6 +69,11 @@ pub enum FaultKind {
     BarrierDivergence { detail: String },
     /// Lanes of a warp collective that cannot all arrive, or disagree on it.
     WarpDivergence { detail: String },
+    /// A Hopper async-proxy rule broken: a wgmma reading bytes whose TMA load it did not wait
+    /// for, a TMA overwriting bytes a wgmma may still read, a malformed descriptor.
+    AsyncProxy { detail: String },
+    /// Threads waiting on mbarriers that can no longer complete.
+    Deadlock { detail: String },
     /// A panic in the kernel body (on the GPU this is a trap).
     Panic { message: String },
     /// A launch shape the GPU would refuse.
@@ -146,6 +152,8 @@ impl fmt::Display for FaultKind {
             }
             FaultKind::BarrierDivergence { detail } => write!(f, "barrier divergence: {detail}"),
             FaultKind::WarpDivergence { detail } => write!(f, "warp divergence: {detail}"),
+            FaultKind::AsyncProxy { detail } => write!(f, "async proxy (TMA / wgmma): {detail}"),
+            FaultKind::Deadlock { detail } => write!(f, "deadlock: {detail}"),
             FaultKind::Panic { message } => write!(f, "kernel panicked: {message}"),
             FaultKind::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),
         }

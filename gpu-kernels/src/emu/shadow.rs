@@ -191,4 +191,22 @@ impl SharedMem {
         // SAFETY: `dst` has exactly size_of::<T>() bytes.
         unsafe { std::ptr::write_unaligned(dst.as_mut_ptr() as *mut T, v) }
     }
+
+    /// Writes bytes on behalf of the async proxy (a TMA load): marks them written, with no
+    /// thread as the writer (their ordering is checked by `emu::hopper`'s tokens instead).
+    pub fn write_async(&self, offset: u32, data: &[u8]) {
+        self.bytes.borrow_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+        let mut shadow = self.shadow.borrow_mut();
+        for g in offset / GRANULE..(offset + data.len() as u32).div_ceil(GRANULE) {
+            let gr = &mut shadow[g as usize];
+            gr.written = true;
+            gr.write = EMPTY;
+        }
+    }
+
+    /// Whether every byte of `offset .. offset + size` was written by someone.
+    pub fn is_written(&self, offset: u32, size: u32) -> bool {
+        let shadow = self.shadow.borrow();
+        (offset / GRANULE..(offset + size).div_ceil(GRANULE)).all(|g| shadow[g as usize].written)
+    }
 }

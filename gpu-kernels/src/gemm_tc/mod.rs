@@ -5,6 +5,7 @@
 //! | version | adds |
 //! |---|---|
 //! | [`v01_mma`] | 128 x 128 x 32 block tiles, 8 warps of 64 x 32 warp tiles, cp.async into two shared stages, ldmatrix fragments, m16n8k16 mma |
+//! | [`v02_wgmma`] | sm_90a: TMA into a 4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups, wgmma m64n128k16 from 128-byte-swizzled shared tiles |
 //!
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
@@ -24,6 +25,7 @@ use crate::device::{Global, GlobalMut};
 
 pub mod probe;
 pub mod v01_mma;
+pub mod v02_wgmma;
 
 /// The parameters of every tensor-core GEMM kernel.
 #[repr(C)]
@@ -44,6 +46,9 @@ pub struct TcParams<T: MmaInput> {
     pub a: Global<T>,
     pub b: Global<T>,
     pub c: GlobalMut<f32>,
+    /// Versions on TMA: the global address of two tensor-map slots (A's, then B's), each
+    /// [`crate::device::hopper::TENSOR_MAP_BYTES`]; 0 for the others.
+    pub maps: u64,
 }
 
 /// A version's tile shape; threads, fragment counts and shared layout are derived.
@@ -131,6 +136,18 @@ crate::kernels! {
     GEMM_TC_V01_MMA_BF16 = gemm_tc_v01_mma_bf16(TcParams<half::bf16>) => v01_mma::run::<half::bf16>;
     /// v01: mma.sync m16n8k16, f16 inputs.
     GEMM_TC_V01_MMA_F16 = gemm_tc_v01_mma_f16(TcParams<half::f16>) => v01_mma::run::<half::f16>;
+    /// v02: TMA + mbarrier ring + wgmma m64n128k16 (sm_90a), bf16 inputs.
+    GEMM_TC_V02_WGMMA_BF16 = gemm_tc_v02_wgmma_bf16(TcParams<half::bf16>) => v02_wgmma::run::<half::bf16>;
+    /// v02: as above, f16 inputs.
+    GEMM_TC_V02_WGMMA_F16 = gemm_tc_v02_wgmma_f16(TcParams<half::f16>) => v02_wgmma::run::<half::f16>;
+    /// v02 with a mis-laid A descriptor (harness test).
+    GEMM_TC_BUG_WGMMA_A_LAYOUT = gemm_tc_bug_wgmma_a_layout(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::A_LAYOUT }>;
+    /// v02 whose consumers skip the TMA wait (harness test).
+    GEMM_TC_BUG_WGMMA_NO_FULL_WAIT = gemm_tc_bug_wgmma_no_full_wait(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::NO_FULL_WAIT }>;
+    /// v02 whose producer skips the release wait (harness test).
+    GEMM_TC_BUG_WGMMA_NO_EMPTY_WAIT = gemm_tc_bug_wgmma_no_empty_wait(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::NO_EMPTY_WAIT }>;
+    /// v02 that releases stages before its wgmmas complete (harness test).
+    GEMM_TC_BUG_WGMMA_EARLY_RELEASE = gemm_tc_bug_wgmma_early_release(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::EARLY_RELEASE }>;
     /// Probe: one m16n8k16 from fragments loaded straight from global memory.
     MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
     /// Probe: as above, f16.
@@ -145,13 +162,58 @@ crate::kernels! {
     MMA_PROBE_CP_ASYNC = mma_probe_cp_async(probe::RawParams) => probe::cp_async;
 }
 
+/// A version's configuration: which machinery it uses and its tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcConfig {
+    /// mma.sync + cp.async (sm_80+).
+    Mma(TcTiling),
+    /// TMA + mbarrier + wgmma (sm_90a only).
+    Wgmma(v02_wgmma::WgmmaTiling),
+}
+
+impl TcConfig {
+    pub const fn threads(self) -> u32 {
+        match self {
+            TcConfig::Mma(t) => t.threads(),
+            TcConfig::Wgmma(t) => t.threads(),
+        }
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        match self {
+            TcConfig::Mma(t) => t.shared_bytes(),
+            TcConfig::Wgmma(t) => t.shared_bytes(),
+        }
+    }
+    /// The block's C tile (rows, columns).
+    pub const fn block_tile(self) -> (u32, u32) {
+        match self {
+            TcConfig::Mma(t) => (t.bm, t.bn),
+            TcConfig::Wgmma(t) => (t.bm, t.bn),
+        }
+    }
+    /// The one PTX arch whose build holds the real kernel, when it needs a specific one.
+    pub const fn required_arch(self) -> Option<&'static str> {
+        match self {
+            TcConfig::Mma(_) => None,
+            TcConfig::Wgmma(_) => Some("sm_90a"),
+        }
+    }
+    /// Whether the launcher must encode TMA tensor maps (A box, B box) for it.
+    pub const fn tma_boxes(self) -> Option<([u32; 2], [u32; 2])> {
+        match self {
+            TcConfig::Mma(_) => None,
+            TcConfig::Wgmma(t) => Some((t.a_box(), t.b_box())),
+        }
+    }
+}
+
 /// One rung of the ladder.
 #[cfg(not(target_arch = "nvptx64"))]
 pub struct TcVersion {
     pub name: &'static str,
     pub bf16: &'static crate::KernelDef<TcParams<half::bf16>>,
     pub f16: &'static crate::KernelDef<TcParams<half::f16>>,
-    pub tiling: TcTiling,
+    pub config: TcConfig,
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -163,14 +225,56 @@ impl core::fmt::Debug for TcVersion {
 
 /// Every version, in ladder order.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const VERSIONS: &[TcVersion] =
-    &[TcVersion { name: "v01_mma", bf16: &GEMM_TC_V01_MMA_BF16, f16: &GEMM_TC_V01_MMA_F16, tiling: v01_mma::TILING }];
+pub const VERSIONS: &[TcVersion] = &[
+    TcVersion {
+        name: "v01_mma",
+        bf16: &GEMM_TC_V01_MMA_BF16,
+        f16: &GEMM_TC_V01_MMA_F16,
+        config: TcConfig::Mma(v01_mma::TILING),
+    },
+    TcVersion {
+        name: "v02_wgmma",
+        bf16: &GEMM_TC_V02_WGMMA_BF16,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+];
+
+/// v02 with deliberate bugs, as versions (bf16 only; `f16` names the same kernel): the
+/// harness must reject each one on the emulator.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_VERSIONS: &[TcVersion] = &[
+    TcVersion {
+        name: "bug_wgmma_a_layout",
+        bf16: &GEMM_TC_BUG_WGMMA_A_LAYOUT,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+    TcVersion {
+        name: "bug_wgmma_no_full_wait",
+        bf16: &GEMM_TC_BUG_WGMMA_NO_FULL_WAIT,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+    TcVersion {
+        name: "bug_wgmma_no_empty_wait",
+        bf16: &GEMM_TC_BUG_WGMMA_NO_EMPTY_WAIT,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+    TcVersion {
+        name: "bug_wgmma_early_release",
+        bf16: &GEMM_TC_BUG_WGMMA_EARLY_RELEASE,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+];
 
 /// Threads per block of `name` if it is a kernel of this family.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    if let Some(v) = VERSIONS.iter().find(|v| v.bf16.name == name || v.f16.name == name) {
-        return Some(v.tiling.threads());
+    if let Some(v) = VERSIONS.iter().chain(BUG_VERSIONS).find(|v| v.bf16.name == name || v.f16.name == name) {
+        return Some(v.config.threads());
     }
     KERNEL_NAMES.contains(&name).then_some(32)
 }

@@ -1,0 +1,244 @@
+//! Hopper (sm_90a) primitives: `mbarrier` (arrive/expect-tx/wait-parity barriers in shared
+//! memory), TMA tile loads (`cp.async.bulk.tensor.2d`, global -> shared through a tensor map
+//! the host encodes), and warpgroup MMA (`wgmma.mma_async` m64nNk16, bf16/f16 in, f32
+//! accumulate, operands in shared memory named by 64-bit matrix descriptors).
+//!
+//! Facts from the PTX ISA (sections "Asynchronous Warpgroup Level Matrix Multiply-Accumulate",
+//! "Shared Memory Matrix Layout", "Matrix Descriptor Format", "mbarrier", "cp.async.bulk.tensor";
+//! PTX ISA 8.x numbering 9.7.15.x / 9.7.13.15 / 9.7.9.25):
+//!
+//! - A warpgroup is 4 consecutive warps (128 threads, the first warp's index a multiple of 4).
+//!   `wgmma.mma_async.m64nNk16` multiplies A (64 x 16) by B (16 x N) into D (64 x N, f32):
+//!   warp `w` of the warpgroup owns rows `16 w ..16 w + 15`; with `g = lane / 4`, `t = lane % 4`,
+//!   register `d[4 i + j]` holds row `16 w + g + 8 (j / 2)`, column `8 i + 2 t + (j % 2)`.
+//! - Matrix descriptor: bits 0-13 start address >> 4, 16-29 leading-dimension byte offset
+//!   (LBO) >> 4, 32-45 stride-dimension byte offset (SBO) >> 4, 49-51 base offset (0 when the
+//!   swizzle pattern starts on its period), 62-63 swizzle (0 none, 1 128B, 2 64B, 3 32B).
+//! - Canonical layouts in 16-bit elements (T = 8 elements = 16 bytes), S = swizzle bytes:
+//!   K-major (A as stored, B with `trans_b = 0`): row `mn = r + 8 q`, column `k` at byte
+//!   `r * S + q * SBO + 2 k` (LBO unused); MN-major (`trans = 1`): `mn = e + (S / 2) p`,
+//!   `k = r + 8 q` at byte `2 e + p * LBO + r * S + q * SBO`. The swizzle then XORs address
+//!   bits `[4, 4 + b)` with bits `[7, 7 + b)`, `b = log2(S / 16)` (CuTe's `Swizzle<b, 4, 3>`),
+//!   on the shared address itself: tiles start on the pattern's period (1024 bytes for 128B).
+//! - TMA with the same swizzle writes box row `r` (S bytes) at `dst + r * S` with the same XOR,
+//!   so a TMA box of `S / 2` x rows is exactly a canonical swizzled tile; out-of-bounds box
+//!   elements are written as zeros and still count toward the transaction bytes.
+//! - mbarrier: `init(count)`; a phase completes when `count` arrivals and every expected
+//!   transaction byte have arrived; `wait(parity)` returns once the phase with that parity
+//!   has completed (initially phase 0 is in progress, so waiting on parity 1 passes at once).
+//!
+//! Everything here exists only in the sm_90a PTX (`cfg(ferrokern_sm90a)`) and on the
+//! emulator; the host launches kernels that use it only there.
+
+use super::imp;
+use super::mma::MmaInput;
+
+/// Swizzle mode of a shared tile (TMA and wgmma agree on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Swizzle {
+    None = 0,
+    B32 = 32,
+    B64 = 64,
+    B128 = 128,
+}
+
+impl Swizzle {
+    /// The descriptor's 2-bit code.
+    pub const fn desc_code(self) -> u64 {
+        match self {
+            Swizzle::None => 0,
+            Swizzle::B128 => 1,
+            Swizzle::B64 => 2,
+            Swizzle::B32 => 3,
+        }
+    }
+    /// Alignment the tile's start needs so the pattern starts on its period.
+    pub const fn period(self) -> u32 {
+        match self {
+            Swizzle::None => 128,
+            s => 8 * s as u32,
+        }
+    }
+}
+
+/// The address bits a swizzle XORs (see the module docs): the one formula TMA and wgmma use.
+#[inline(always)]
+pub const fn swizzle_addr(addr: u32, s: Swizzle) -> u32 {
+    let bits = match s {
+        Swizzle::None => return addr,
+        Swizzle::B32 => 1,
+        Swizzle::B64 => 2,
+        Swizzle::B128 => 3,
+    };
+    addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
+}
+
+/// The descriptor's 14-bit encoding of a byte address or offset: `(x & 0x3FFFF) >> 4`.
+const fn enc(x: u32) -> u64 {
+    ((x as u64) & 0x3FFFF) >> 4
+}
+
+/// A wgmma shared-memory matrix descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct SmemDesc(pub u64);
+
+impl SmemDesc {
+    /// `addr`: the tile's shared-window address ([`smem_addr`]); `lbo`, `sbo` in bytes.
+    #[inline(always)]
+    pub const fn new(addr: u32, lbo: u32, sbo: u32, swizzle: Swizzle) -> Self {
+        SmemDesc(enc(addr) | (enc(lbo) << 16) | (enc(sbo) << 32) | (swizzle.desc_code() << 62))
+    }
+    /// The same layout `bytes` further on (a k-step inside a tile): only the start moves.
+    #[inline(always)]
+    pub const fn advance(self, bytes: u32) -> Self {
+        SmemDesc(self.0 + ((bytes as u64) >> 4))
+    }
+}
+
+/// The shared-window address of byte `offset` of the dynamic shared segment: what
+/// descriptors, mbarrier and TMA operands name.
+#[inline(always)]
+pub fn smem_addr(offset: u32) -> u32 {
+    imp::smem_addr(offset)
+}
+
+/// An mbarrier: 8 bytes at `offset` of the dynamic shared segment (8-byte aligned), touched
+/// only through these calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mbarrier {
+    offset: u32,
+}
+
+impl Mbarrier {
+    pub const fn at(offset: u32) -> Self {
+        assert!(offset.is_multiple_of(8), "an mbarrier is 8-byte aligned");
+        Mbarrier { offset }
+    }
+    pub const fn offset(self) -> u32 {
+        self.offset
+    }
+    /// `mbarrier.init`: `count` arrivals complete each phase. One thread, before any use,
+    /// followed by [`fence_mbarrier_init`] and a block barrier.
+    #[inline(always)]
+    #[track_caller]
+    pub fn init(self, count: u32) {
+        imp::mbar_init(self.offset, count)
+    }
+    /// `mbarrier.arrive`: one arrival on the current phase.
+    #[inline(always)]
+    #[track_caller]
+    pub fn arrive(self) {
+        imp::mbar_arrive(self.offset, 0)
+    }
+    /// `mbarrier.arrive.expect_tx`: expects `bytes` more transaction bytes in the current
+    /// phase (the TMA loads that follow), and arrives.
+    #[inline(always)]
+    #[track_caller]
+    pub fn arrive_expect_tx(self, bytes: u32) {
+        imp::mbar_arrive(self.offset, bytes)
+    }
+    /// Waits until the phase with parity `parity` (0 or 1) has completed.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait(self, parity: u32) {
+        imp::mbar_wait(self.offset, parity)
+    }
+}
+
+/// `fence.mbarrier_init.release.cluster`: makes initialized mbarriers visible to the async
+/// proxy (TMA) and other threads, before the barrier that follows.
+#[inline(always)]
+pub fn fence_mbarrier_init() {
+    imp::fence_mbarrier_init()
+}
+
+/// `fence.proxy.async.shared::cta`: orders this thread's generic shared-memory writes before
+/// later async-proxy accesses (wgmma reads, TMA) of the same bytes.
+#[inline(always)]
+pub fn fence_proxy_async() {
+    imp::fence_proxy_async()
+}
+
+/// What the host encodes for one 2D TMA tensor: the emulator reads this struct from the
+/// tensor-map slot (the GPU reads the driver's opaque `CUtensorMap`, built from the same
+/// fields with `cuTensorMapEncodeTiled`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaDesc {
+    /// [`TmaDesc::MAGIC`]: the emulator refuses anything else.
+    pub magic: u64,
+    pub base: u64,
+    /// Elements along the contiguous dimension (0) and the strided one (1).
+    pub dims: [u64; 2],
+    /// Bytes from one row (dimension 1) to the next; a multiple of 16.
+    pub row_bytes: u64,
+    /// The box (elements) one load copies.
+    pub box_dims: [u32; 2],
+    pub elem_bytes: u32,
+    /// Swizzle in bytes (0, 32, 64, 128).
+    pub swizzle: u32,
+}
+
+impl TmaDesc {
+    pub const MAGIC: u64 = 0x6665_7272_6f54_4d41;
+    /// Bytes one load writes to shared memory (the whole box, out-of-bounds parts as zeros).
+    pub const fn box_bytes(&self) -> u32 {
+        self.box_dims[0] * self.box_dims[1] * self.elem_bytes
+    }
+}
+
+/// The global address of a 64-byte aligned, 128-byte tensor-map slot the launcher filled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorMap {
+    pub addr: u64,
+}
+
+/// Size and alignment of one tensor-map slot (`CUtensorMap` is 128 bytes, 64-byte aligned).
+pub const TENSOR_MAP_BYTES: usize = 128;
+
+/// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`: copies
+/// the box at element coordinates (`c0` along the contiguous dimension, `c1` along rows) to
+/// shared byte `dst` (aligned to the swizzle period), completing its bytes on `bar`. One
+/// thread issues it; the others wait on `bar`.
+#[inline(always)]
+#[track_caller]
+pub fn tma_load_2d(dst: u32, map: TensorMap, c0: i32, c1: i32, bar: Mbarrier) {
+    imp::tma_load_2d(dst, map.addr, c0, c1, bar.offset)
+}
+
+/// `wgmma.fence.sync.aligned`: before the first wgmma that reads accumulator registers
+/// written by other instructions.
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_fence() {
+    imp::wgmma_fence()
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes the group of wgmmas issued since the last one.
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_commit() {
+    imp::wgmma_commit()
+}
+
+/// `wgmma.wait_group.sync.aligned N`: waits until at most `N` committed groups are pending;
+/// accumulators and shared operands of the others are then final / free.
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_wait<const N: u32>() {
+    imp::wgmma_wait::<N>()
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.{bf16,f16}`: `d = A * B + (scale_d ? d : 0)`
+/// with A K-major at `a` and B at `b`, K-major (`TRANS_B = 0`) or N-major (`TRANS_B = 1`).
+/// All 128 threads of the warpgroup execute it with the same descriptors; `d` is this
+/// thread's 64-register fragment (layout in the module docs). Asynchronous: `d` and the
+/// shared operands belong to the tensor cores until a [`wgmma_wait`] covers its group.
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_m64n128k16<T: MmaInput, const TRANS_B: u32>(d: &mut [f32; 64], a: SmemDesc, b: SmemDesc, scale_d: bool) {
+    imp::wgmma_m64n128k16::<TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
+}

@@ -1,0 +1,222 @@
+//! v02: Hopper's tensor-core path (sm_90a): TMA loads into a 4-stage shared ring guarded by
+//! mbarriers, one producer warpgroup and two consumer warpgroups (warp specialization), and
+//! `wgmma.mma_async` m64n128k16 reading both operands straight from 128-byte-swizzled shared
+//! memory. Not measured yet (no GPU run).
+//!
+//! # Thread mapping
+//! 384 threads = 3 warpgroups. Warpgroups 0 and 1 are consumers: warpgroup `w` owns rows
+//! `64 w .. 64 w + 63` of the block's 128 x 128 C tile, 64 f32 accumulators per thread (the
+//! wgmma D layout, `device::hopper`). Warpgroup 2 is the producer: its first thread issues
+//! every TMA load; its other threads exit at once.
+//!
+//! # Pipeline
+//! Stage `s` of k-step `i` (`s = i % STAGES`, round `r = i / STAGES`): the producer waits
+//! until `empty[s]` completed phase `r - 1` (round 0 passes at once: parity `(r & 1) ^ 1`),
+//! announces the stage's bytes on `full[s]`, and issues the A box (64 k x 128 rows) and two
+//! B boxes (64 columns x 64 k each). Consumers wait for `full[s]` phase `r`, issue four
+//! wgmmas (k 16 each), commit, and wait until at most one group is in flight; the stage of
+//! the previous k-step is then free, and lane 0 of each consumer warp arrives on its
+//! `empty` barrier (8 arrivals complete a phase).
+//!
+//! # Shared layout (per stage, 1024-byte aligned, 128-byte swizzle)
+//! A: 128 rows x 128 bytes (K-major: 64 k per row), SBO = 1024 (8 rows). B: two panels of
+//! 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024 (8 k-rows), LBO = 8192
+//! (next 64 columns). A k-step of 16 advances A's start by 32 bytes and B's by 2048.
+//!
+//! # Edges
+//! TMA zero-fills box elements outside the tensors, so any M, N, K works with no predicates
+//! in the main loop; the epilogue guards rows and columns.
+
+use super::TcParams;
+use crate::device::hopper::{
+    Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence,
+    wgmma_m64n128k16, wgmma_wait,
+};
+use crate::device::math;
+use crate::device::mma::MmaInput;
+use crate::device::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
+use crate::gemm::unroll8;
+
+/// The tile configuration: the one source the launcher reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgmmaTiling {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub stages: u32,
+    pub consumers: u32,
+}
+
+impl WgmmaTiling {
+    pub const fn threads(self) -> u32 {
+        (self.consumers + 1) * 128
+    }
+    pub const fn a_bytes(self) -> u32 {
+        self.bm * self.bk * 2
+    }
+    /// One B panel: `bk` rows of 64 columns (128 bytes).
+    pub const fn panel_bytes(self) -> u32 {
+        self.bk * 128
+    }
+    pub const fn stage_bytes(self) -> u32 {
+        self.a_bytes() + (self.bn / 64) * self.panel_bytes()
+    }
+    pub const fn a_offset(self, s: u32) -> u32 {
+        s * self.stage_bytes()
+    }
+    pub const fn b_offset(self, s: u32) -> u32 {
+        self.a_offset(s) + self.a_bytes()
+    }
+    pub const fn full_bar(self, s: u32) -> u32 {
+        self.stages * self.stage_bytes() + 8 * s
+    }
+    pub const fn empty_bar(self, s: u32) -> u32 {
+        self.full_bar(self.stages) + 8 * s
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.empty_bar(self.stages)
+    }
+    /// The A box (`bk` x `bm`) and one B box (64 x `bk`), in elements (contiguous dim first).
+    pub const fn a_box(self) -> [u32; 2] {
+        [self.bk, self.bm]
+    }
+    pub const fn b_box(self) -> [u32; 2] {
+        [64, self.bk]
+    }
+    pub const fn check(self) -> Self {
+        assert!(self.bk * 2 == 128, "a k-step is one 128-byte swizzle row of A (64 halves)");
+        assert!(self.bm == 64 * self.consumers, "each consumer warpgroup owns 64 rows");
+        assert!(self.bn == 128, "the consumers issue m64n128k16");
+        assert!(self.bm <= 256 && self.bk <= 256, "TMA boxes are at most 256 per dimension");
+        assert!(self.stage_bytes().is_multiple_of(1024), "stages keep the 1024-byte swizzle period");
+        assert!(self.stages >= 2, "a ring needs two stages");
+        assert!(self.shared_bytes() <= 227 * 1024, "Hopper's 227 KB per block");
+        assert!(self.threads() <= 1024, "threads per block");
+        self
+    }
+}
+
+pub const TILING: WgmmaTiling = WgmmaTiling { bm: 128, bn: 128, bk: 64, stages: 4, consumers: 2 }.check();
+
+const STAGES: u32 = TILING.stages;
+const PRODUCER: u32 = TILING.consumers;
+const CONSUMER_WARPS: u32 = TILING.consumers * 4;
+
+fn full(s: u32) -> Mbarrier {
+    Mbarrier::at(TILING.full_bar(s))
+}
+
+fn empty(s: u32) -> Mbarrier {
+    Mbarrier::at(TILING.empty_bar(s))
+}
+
+/// Deliberate bugs for the harness tests (`BUG` of [`run_with`]); 0 is the real kernel.
+pub mod bug {
+    /// A's descriptor names the 64-byte swizzle while TMA wrote the 128-byte one: a mis-laid
+    /// operand that stays inside its tile, so only the numbers can tell.
+    pub const A_LAYOUT: u32 = 1;
+    /// Consumers skip the wait for the stage's TMA loads.
+    pub const NO_FULL_WAIT: u32 = 2;
+    /// The producer skips the wait for the consumers to release the stage.
+    pub const NO_EMPTY_WAIT: u32 = 3;
+    /// Consumers release a stage right after issuing its wgmmas, before waiting for them.
+    pub const EARLY_RELEASE: u32 = 4;
+}
+
+#[inline(always)]
+pub fn run<T: MmaInput>(p: TcParams<T>) {
+    run_with::<T, 0>(p)
+}
+
+#[inline(always)]
+pub fn run_with<T: MmaInput, const BUG: u32>(p: TcParams<T>) {
+    let t = thread_idx_x();
+    let wg = t / 128;
+    if t == 0 {
+        let mut s = 0;
+        while s < STAGES {
+            full(s).init(1);
+            empty(s).init(CONSUMER_WARPS);
+            s += 1;
+        }
+        fence_mbarrier_init();
+    }
+    sync_threads();
+    let steps = p.k.div_ceil(TILING.bk);
+    let (i0, j0) = (block_idx_y() * TILING.bm, block_idx_x() * TILING.bn);
+
+    if wg == PRODUCER {
+        if t.is_multiple_of(128) {
+            let a_map = TensorMap { addr: p.maps };
+            let b_map = TensorMap { addr: p.maps + crate::device::hopper::TENSOR_MAP_BYTES as u64 };
+            let mut i = 0;
+            while i < steps {
+                let (s, round) = (i % STAGES, i / STAGES);
+                if BUG != bug::NO_EMPTY_WAIT {
+                    empty(s).wait((round & 1) ^ 1);
+                }
+                full(s).arrive_expect_tx(TILING.stage_bytes());
+                let k0 = (i * TILING.bk) as i32;
+                tma_load_2d(TILING.a_offset(s), a_map, k0, i0 as i32, full(s));
+                let mut panel = 0;
+                while panel < TILING.bn / 64 {
+                    let dst = TILING.b_offset(s) + panel * TILING.panel_bytes();
+                    tma_load_2d(dst, b_map, (j0 + 64 * panel) as i32, k0, full(s));
+                    panel += 1;
+                }
+                i += 1;
+            }
+        }
+        return;
+    }
+
+    let mut acc = [0.0f32; 64];
+    let mut i = 0;
+    while i < steps {
+        let (s, round) = (i % STAGES, i / STAGES);
+        if BUG != bug::NO_FULL_WAIT {
+            full(s).wait(round & 1);
+        }
+        wgmma_fence();
+        let a_swizzle = if BUG == bug::A_LAYOUT { Swizzle::B64 } else { Swizzle::B128 };
+        let a = SmemDesc::new(smem_addr(TILING.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle);
+        let b = SmemDesc::new(smem_addr(TILING.b_offset(s)), TILING.panel_bytes(), 1024, Swizzle::B128);
+        let mut kk = 0;
+        while kk < TILING.bk / 16 {
+            wgmma_m64n128k16::<T, 1>(&mut acc, a.advance(32 * kk), b.advance(16 * 128 * kk), true);
+            kk += 1;
+        }
+        wgmma_commit();
+        if BUG == bug::EARLY_RELEASE {
+            if t.is_multiple_of(32) {
+                empty(s).arrive();
+            }
+        } else {
+            // At most this step's group in flight: the previous step's stage is free.
+            wgmma_wait::<1>();
+            if i > 0 && t.is_multiple_of(32) {
+                empty((i - 1) % STAGES).arrive();
+            }
+        }
+        i += 1;
+    }
+    wgmma_wait::<0>();
+
+    // Epilogue: d[4 n8 + j] sits at row 16 warp + g + 8 (j / 2), column 8 n8 + 2 tq + j % 2.
+    let (warp, lane) = ((t % 128) / 32, t % 32);
+    let (g, tq) = (lane / 4, lane % 4);
+    unroll8!(hi < 8 => {
+        unroll8!(lo < 8 => {
+            let r = 8 * hi + lo;
+            let (n8, j) = (r as u32 / 4, r as u32 % 4);
+            let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
+            let col = j0 + 8 * n8 + 2 * tq + j % 2;
+            if row < p.m && col < p.n {
+                let at = row as usize * p.ldc as usize + col as usize;
+                let ab = p.alpha * acc[r];
+                let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
+                p.c.store(at, v);
+            }
+        });
+    });
+}
