@@ -110,6 +110,7 @@ crate::kernels! {
 /// crosses a chunk boundary.
 pub const TILE_KEYS: u32 = v01_simt::BK;
 const _: () = assert!(v02_vec::BK == TILE_KEYS, "one tile size for the split rule of every version");
+const _: () = assert!(v02_vec::MAX_HEAD_DIM == v01_simt::MAX_HEAD_DIM, "one head-dim limit for the launcher");
 
 /// One rung of the ladder: its kernels and the launch shape the host derives from it.
 #[cfg(not(target_arch = "nvptx64"))]

@@ -39,7 +39,7 @@
 //! with `src-size 0` and masked to `-inf` before the softmax. A 32-token tile spans 2 pages
 //! of 16, or part of one page of 32/64; a thread looks its page up once per page.
 //!
-//! # Cost (per 16 KB tile, rows per warp `r`)
+//! # Cost (per 16 KB tile, rows per warp `r`; an instruction-count estimate, not measured)
 //! Per lane: scores `d/8` LDS.128 of K + `r * d/4` LDS.128 of Q + `r * d` FFMA (+ `d`
 //! conversions); `P V`: `32 * d/32` LDS.U16 of V + `32 * r` LDS of P + `32 * r * d/32` FFMA.
 //! With 4 rows per block (`r = 1`) that is ~2900 warp instructions per tile, ~720 cycles of
@@ -56,7 +56,7 @@
 //! | b8 h32/8 d128 p16 L8192 | 268 MB | 62.4 us |
 //! | b1 h32/8 d128 p16 L32768 | 134 MB | 31.2 us |
 //! | b4 h32/32 d128 p64 L16384 | 1074 MB | 250 us |
-//! | b16 h32/8 d128 p16 L4096 q_len 4 | 134 MB | 31.2 us |
+//! | b16 h32/8 d128 p16 L4096 q_len 4 | 268 MB | 62.4 us |
 //!
 //! # Safety
 //! As v01's (see [`super::v01_simt`]), and: the K and V views are 16-byte aligned (the
