@@ -127,7 +127,20 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
 
 /// Instruction classes counted in the SASS of each kernel.
 pub const SASS_CLASSES: &[&str] = &[
-    "HGMMA", "HMMA", "FFMA", "LDSM", "LDGSTS", "UTMALDG", "SYNCS", "LDS.128", "LDG.128", "STG.128", "LDL", "STL", "BAR",
+    "HGMMA",
+    "HMMA",
+    "FFMA",
+    "LDSM",
+    "LDGSTS",
+    "LDGSTS.128",
+    "UTMALDG",
+    "SYNCS",
+    "LDS.128",
+    "LDG.128",
+    "STG.128",
+    "LDL",
+    "STL",
+    "BAR",
 ];
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.

@@ -1,8 +1,13 @@
-//! Decode attention over a paged KV cache (one query token per sequence, GQA, variable context
-//! lengths in one batch, bf16/f16), with split-K over the context (flash-decoding) and a
-//! fixed-order combine; and `paged_append`, which writes each sequence's new token into its
-//! page. Layout: see `gpu-kernels/src/paged/mod.rs` (`k_cache, v_cache: [num_pages, kv_heads,
-//! page_size, head_dim]`, `q, o: [batch, heads, head_dim]`).
+//! Decode attention over a paged KV cache (`q_len` new query tokens per sequence, 1 to 8, causal
+//! among themselves; GQA, variable context lengths in one batch, bf16/f16), with split-K over
+//! the context (flash-decoding) and a fixed-order combine; and `paged_append`, which writes each
+//! sequence's new token into its page. Layout: see `gpu-kernels/src/paged/mod.rs` (`k_cache,
+//! v_cache: [num_pages, kv_heads, page_size, head_dim]`, `q, o: [batch, q_len, heads,
+//! head_dim]`).
+//!
+//! **Versions**: [`VERSIONS`] is the ladder (`v01_simt`, `v02_vec`); [`paged_decode`] runs
+//! [`default_version`] (the last, whenever the caches are 16-byte aligned),
+//! [`paged_decode_with`] any of them.
 //!
 //! **Block tables and context lengths come from the host** (`&[i32]`): [`PagedTables::new`]
 //! validates them (every page a context uses is in `0..num_pages`, no context longer than its
@@ -18,8 +23,9 @@ use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::KernelDef;
 use gpu_kernels::device::GlobalMut;
-use gpu_kernels::paged::v01_simt::{BK, MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS, head_groups, partial_words};
-use gpu_kernels::paged::{self as k, PagedAppendParams, PagedDecodeParams};
+use gpu_kernels::paged::v01_simt::{MAX_HEAD_DIM, THREADS, WARPS, causal_limit, partial_words};
+use gpu_kernels::paged::{self as k, MAX_Q_LEN, PagedAppendParams, PagedDecodeParams, TILE_KEYS};
+pub use gpu_kernels::paged::{PagedVersion, VERSIONS};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -33,19 +39,34 @@ pub const PAGE_SIZES: &[usize] = &[16, 32, 64];
 
 /// The cache types: bf16 and f16.
 pub trait PagedFloat: Float {
-    const DECODE: &'static KernelDef<PagedDecodeParams<Self>>;
     const COMBINE: &'static KernelDef<PagedDecodeParams<Self>>;
     const APPEND: &'static KernelDef<PagedAppendParams<Self>>;
+    /// Version `v`'s decode kernel for this type.
+    fn decode(v: &PagedVersion) -> &'static KernelDef<PagedDecodeParams<Self>>;
 }
 impl PagedFloat for bf16 {
-    const DECODE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_V01_BF16;
     const COMBINE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_COMBINE_BF16;
     const APPEND: &'static KernelDef<PagedAppendParams<Self>> = &k::PAGED_APPEND_BF16;
+    fn decode(v: &PagedVersion) -> &'static KernelDef<PagedDecodeParams<Self>> {
+        v.bf16
+    }
 }
 impl PagedFloat for f16 {
-    const DECODE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_V01_F16;
     const COMBINE: &'static KernelDef<PagedDecodeParams<Self>> = &k::PAGED_DECODE_COMBINE_F16;
     const APPEND: &'static KernelDef<PagedAppendParams<Self>> = &k::PAGED_APPEND_F16;
+    fn decode(v: &PagedVersion) -> &'static KernelDef<PagedDecodeParams<Self>> {
+        v.f16
+    }
+}
+
+/// The version [`paged_decode`] runs: the ladder's top rung.
+pub fn default_version() -> &'static PagedVersion {
+    VERSIONS.last().expect("the ladder has versions")
+}
+
+/// Looks a version up by name (`v01_simt`, `v02_vec`).
+pub fn version(name: &str) -> Option<&'static PagedVersion> {
+    VERSIONS.iter().find(|v| v.name == name)
 }
 
 /// The cache's and the batch's shape.
@@ -54,6 +75,9 @@ pub struct PagedShape {
     pub batch: usize,
     pub heads: usize,
     pub kv_heads: usize,
+    /// New query tokens per sequence (1..=8; 1 is plain decode). Token `i` of them sees
+    /// keys `j < context_len - q_len + i + 1`.
+    pub q_len: usize,
     pub head_dim: usize,
     /// Tokens per page: 16, 32 or 64.
     pub page_size: usize,
@@ -64,9 +88,9 @@ pub struct PagedShape {
 }
 
 impl PagedShape {
-    /// `q` and `o`: `[batch, heads, head_dim]`.
-    pub fn q_len(&self) -> usize {
-        self.batch * self.heads * self.head_dim
+    /// Elements of `q` and of `o`: `[batch, q_len, heads, head_dim]`.
+    pub fn q_elems(&self) -> usize {
+        self.batch * self.q_len * self.heads * self.head_dim
     }
     /// Each of `k_cache`, `v_cache`: `[num_pages, kv_heads, page_size, head_dim]`.
     pub fn cache_len(&self) -> usize {
@@ -97,23 +121,39 @@ pub enum Split {
     Keys(usize),
 }
 
-/// Blocks the auto split aims for (about two per SM on an H100/H200).
-pub const AUTO_TARGET_BLOCKS: usize = 256;
-/// Shortest chunk the auto split makes, in tokens.
+/// SMs of the target GPU (H200, also H100 SXM).
+pub const TARGET_SMS: usize = 132;
+/// Blocks the auto split aims for: two per SM. One v02 block keeps one 16 KB tile in flight
+/// while it computes the other (d = 128); an H200 SM needs ~23 KB in flight to draw its
+/// 1/132 of 4.3 TB/s at ~700 ns latency, so two resident blocks per SM is the least that
+/// can saturate DRAM (see `gpu_kernels::paged::v02_vec`).
+pub const AUTO_TARGET_BLOCKS: usize = 2 * TARGET_SMS;
+/// Shortest chunk the auto split makes, in tokens: the combine moves `(d + 2) * 4` bytes per
+/// row and chunk twice (write, read), at most ~1/8 of a 256-token chunk's KV bytes even with
+/// 16 rows per block, and 1/32 at 4 rows.
 pub const AUTO_MIN_CHUNK: usize = 256;
 
-/// `(splits, split_keys)` for a batch whose longest context is `max_ctx`.
-pub fn split_plan(s: &PagedShape, max_ctx: usize, split: Split) -> (usize, usize) {
+/// `(splits, split_keys)` for a batch whose longest context is `max_ctx`, run by `v`.
+///
+/// The auto rule: with `blocks = batch * kv_heads * row_groups` blocks per chunk (row groups
+/// as `v` packs the `q_len * heads / kv_heads` rows of a kv head), no split when `blocks >=`
+/// [`AUTO_TARGET_BLOCKS`] (the grid already fills 132 SMs twice) or `max_ctx < 2 *`
+/// [`AUTO_MIN_CHUNK`]; otherwise `ceil(AUTO_TARGET_BLOCKS / blocks)` chunks, at most
+/// `max_ctx / AUTO_MIN_CHUNK`, each `ceil(max_ctx / splits)` tokens rounded up to the
+/// 32-token tile (so the final count may drop by the rounding). Shorter contexts of the batch
+/// leave their trailing chunks empty (they exit at once).
+pub fn split_plan(v: &PagedVersion, s: &PagedShape, max_ctx: usize, split: Split) -> (usize, usize) {
     let chunk = match split {
         Split::Off => return (1, 0),
         Split::Keys(n) => n,
         Split::Auto => {
-            let blocks = s.batch * s.kv_heads * head_groups(s.heads as u32, s.kv_heads.max(1) as u32) as usize;
+            let rows = v.row_groups(s.heads as u32, s.kv_heads.max(1) as u32, s.q_len.max(1) as u32) as usize;
+            let blocks = s.batch * s.kv_heads * rows;
             if blocks >= AUTO_TARGET_BLOCKS || max_ctx < 2 * AUTO_MIN_CHUNK {
                 return (1, 0);
             }
             let splits = AUTO_TARGET_BLOCKS.div_ceil(blocks).min(max_ctx / AUTO_MIN_CHUNK);
-            max_ctx.div_ceil(splits).next_multiple_of(BK as usize)
+            max_ctx.div_ceil(splits).next_multiple_of(TILE_KEYS as usize)
         }
     };
     let splits = max_ctx.div_ceil(chunk).max(1);
@@ -154,7 +194,7 @@ impl PagedTables {
                 ("context_lens", context_lens.len(), shape.batch),
             ],
         )?;
-        let max_context = check_tables(OP, shape, block_tables, context_lens, 0)?;
+        let max_context = check_tables(OP, shape, block_tables, context_lens, 0, shape.q_len)?;
         Ok(PagedTables {
             tables: upload_i32(ctx, block_tables)?,
             lens: upload_i32(ctx, context_lens)?,
@@ -188,13 +228,24 @@ fn check_shape(op: &'static str, s: &PagedShape) -> Result<()> {
     if !s.head_dim.is_multiple_of(32) || s.head_dim == 0 || s.head_dim > MAX_HEAD_DIM as usize {
         return Err(Error::invalid(op, format!("head_dim = {}: this version supports 32, 64, 96 and 128", s.head_dim)));
     }
+    if s.q_len == 0 || s.q_len > MAX_Q_LEN as usize {
+        return Err(Error::invalid(
+            op,
+            format!("q_len = {}: pass 1 to {MAX_Q_LEN} new query tokens per sequence", s.q_len),
+        ));
+    }
     if !PAGE_SIZES.contains(&s.page_size) {
         return Err(Error::invalid(
             op,
             format!("page_size = {}: supported page sizes are {PAGE_SIZES:?}", s.page_size),
         ));
     }
-    let grid_y = s.kv_heads * head_groups(s.heads as u32, s.kv_heads as u32) as usize;
+    // The tallest grid of any version (v01 packs the fewest rows per block).
+    let grid_y = VERSIONS
+        .iter()
+        .map(|v| s.kv_heads * v.row_groups(s.heads as u32, s.kv_heads as u32, s.q_len as u32) as usize)
+        .max()
+        .unwrap_or(0);
     if s.batch > 65535 || grid_y > 65535 {
         return Err(Error::invalid(
             op,
@@ -224,11 +275,27 @@ fn check_lengths(op: &'static str, s: &PagedShape, lens: &[(&str, usize, usize)]
     Ok(())
 }
 
-/// Checks every context length against its table and every page id it uses; returns the
+/// Checks every context length against its table and every page id it uses, and that a
+/// non-empty context holds at least `min_len` tokens (the new query tokens); returns the
 /// longest context.
-fn check_tables(op: &'static str, s: &PagedShape, tables: &[i32], lens: &[i32], extra: usize) -> Result<usize> {
+fn check_tables(
+    op: &'static str,
+    s: &PagedShape,
+    tables: &[i32],
+    lens: &[i32],
+    extra: usize,
+    min_len: usize,
+) -> Result<usize> {
     let mut max_ctx = 0;
     for (b, &len) in lens.iter().enumerate() {
+        if len > 0 && (len as usize) < min_len {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "context_lens[{b}] = {len} is shorter than q_len = {min_len}: the new tokens are part of the context (append them first), or pass 0 for an empty slot"
+                ),
+            ));
+        }
         let cap = s.max_pages * s.page_size;
         if len < 0 || len as usize + extra > cap {
             return Err(Error::invalid(
@@ -263,8 +330,22 @@ fn upload_i32(ctx: &Context, v: &[i32]) -> Result<crate::DeviceBuffer<i32>> {
     ctx.upload(if v.is_empty() { &[0][..] } else { v })
 }
 
-/// `o[b, h] = softmax(q[b, h] . K_b^T * scale) V_b` over sequence `b`'s cached tokens.
-pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, mut o: BufMut<'_, T>) -> Result<()> {
+/// `o[b, i, h] = softmax(q[b, i, h] . K_b^T * scale + causal mask) V_b` over sequence `b`'s
+/// cached tokens, with [`default_version`]; caches that are not 16-byte aligned (a view
+/// carved out of a larger buffer at an odd offset) run `v01_simt`, which loads elements.
+pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, o: BufMut<'_, T>) -> Result<()> {
+    let v = default_version();
+    let aligned = input.k_cache.addr().is_multiple_of(16) && input.v_cache.addr().is_multiple_of(16);
+    paged_decode_with(ctx, if v.vector_loads && !aligned { &VERSIONS[0] } else { v }, input, o)
+}
+
+/// As [`paged_decode`], with a chosen version of the ladder.
+pub fn paged_decode_with<T: PagedFloat>(
+    ctx: &Context,
+    v: &PagedVersion,
+    input: PagedDecodeInput<'_, T>,
+    mut o: BufMut<'_, T>,
+) -> Result<()> {
     let PagedDecodeInput { q, k_cache, v_cache, tables, shape: s, scale, split } = input;
     for r in [&q, &k_cache, &v_cache] {
         r.check_context(ctx, OP)?;
@@ -285,29 +366,42 @@ pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>
         OP,
         &s,
         &[
-            ("q", q.len(), s.q_len()),
+            ("q", q.len(), s.q_elems()),
             ("k_cache", k_cache.len(), s.cache_len()),
             ("v_cache", v_cache.len(), s.cache_len()),
-            ("o", o.len(), s.q_len()),
+            ("o", o.len(), s.q_elems()),
         ],
     )?;
+    if v.vector_loads && !(k_cache.addr().is_multiple_of(16) && v_cache.addr().is_multiple_of(16)) {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "{} reads K and V in 16-byte chunks: pass 16-byte aligned k_cache and v_cache views (whole allocations are), or run v01_simt",
+                v.name
+            ),
+        ));
+    }
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
     }
     if let Split::Keys(n) = split
-        && (n == 0 || !n.is_multiple_of(BK as usize))
+        && (n == 0 || !n.is_multiple_of(TILE_KEYS as usize))
     {
-        return Err(Error::invalid(OP, format!("Split::Keys({n}): chunks must be a positive multiple of {BK} tokens")));
+        return Err(Error::invalid(
+            OP,
+            format!("Split::Keys({n}): chunks must be a positive multiple of {TILE_KEYS} tokens"),
+        ));
     }
     if s.batch == 0 {
         return Ok(());
     }
-    let (splits, split_keys) = split_plan(&s, tables.max_context, split);
+    let (splits, split_keys) = split_plan(v, &s, tables.max_context, split);
     let mut params = PagedDecodeParams {
         batch: s.batch as u32,
         heads: s.heads as u32,
         kv_heads: s.kv_heads as u32,
+        q_len: s.q_len as u32,
         d: s.head_dim as u32,
         page_size: s.page_size as u32,
         max_pages: s.max_pages as u32,
@@ -322,21 +416,22 @@ pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>
         o: o.global_mut(),
         partial: GlobalMut::empty(),
     };
-    let grid_y = (s.kv_heads * head_groups(s.heads as u32, s.kv_heads as u32) as usize) as u32;
+    let grid_y = (s.kv_heads * v.row_groups(s.heads as u32, s.kv_heads as u32, s.q_len as u32) as usize) as u32;
     let decode = LaunchConfig {
         grid: Dim3::new(splits as u32, grid_y, s.batch as u32),
-        block: Dim3::x(THREADS),
-        shared_bytes: SHARED_BYTES,
+        block: Dim3::x(v.threads),
+        shared_bytes: v.shared_bytes,
     };
     if splits == 1 {
-        return ctx.launch(T::DECODE, decode, params);
+        return ctx.launch(T::decode(v), decode, params);
     }
-    let words = s.batch * s.heads * splits * partial_words(s.head_dim as u32) as usize;
+    let out_rows = s.batch * s.q_len * s.heads;
+    let words = out_rows * splits * partial_words(s.head_dim as u32) as usize;
     ctx.with_scratch(words, |partial| {
         params.partial = partial;
-        ctx.launch(T::DECODE, decode, params)?;
+        ctx.launch(T::decode(v), decode, params)?;
         let combine = LaunchConfig {
-            grid: Dim3::new(s.heads.div_ceil(WARPS as usize) as u32, 1, s.batch as u32),
+            grid: Dim3::new((s.q_len * s.heads).div_ceil(WARPS as usize) as u32, 1, s.batch as u32),
             block: Dim3::x(THREADS),
             shared_bytes: 0,
         };
@@ -383,7 +478,7 @@ pub fn paged_append<T: PagedFloat>(
             ("context_lens", context_lens.len(), s.batch),
         ],
     )?;
-    check_tables(OP_APPEND, &s, block_tables, context_lens, 1)?;
+    check_tables(OP_APPEND, &s, block_tables, context_lens, 1, 0)?;
     let mut targets = std::collections::HashMap::new();
     for (b, &len) in context_lens.iter().enumerate() {
         let len = len as usize;
@@ -423,7 +518,8 @@ pub fn paged_append<T: PagedFloat>(
     ctx.launch(T::APPEND, cfg, params)
 }
 
-/// The f64 reference: naive attention over each sequence's tokens gathered through its table.
+/// The f64 reference: naive attention of each new token over its sequence's tokens gathered
+/// through the table, up to its causal limit (`j < len - q_len + i + 1`).
 pub fn reference(
     q: &[f64],
     k: &[f64],
@@ -453,7 +549,7 @@ fn naive(
 ) -> Vec<f64> {
     let d = s.head_dim;
     let group = s.heads / s.kv_heads;
-    let mut o = vec![0.0; s.q_len()];
+    let mut o = vec![0.0; s.q_elems()];
     for b in 0..s.batch {
         let len = lens[b] as usize;
         // Token j's row of kv head kvh, through the block table.
@@ -461,13 +557,15 @@ fn naive(
             let page = tables[b * s.max_pages + j / s.page_size] as usize;
             s.cache_row(page, kvh, j % s.page_size)
         };
-        for h in 0..s.heads {
+        for (i, h) in (0..s.q_len).flat_map(|i| (0..s.heads).map(move |h| (i, h))) {
             let kvh = h / group;
-            if len == 0 {
+            let seen = causal_limit(len, s.q_len, i);
+            if seen == 0 {
                 continue;
             }
-            let qrow = &q[(b * s.heads + h) * d..][..d];
-            let scores: Vec<f64> = (0..len)
+            let at = ((b * s.q_len + i) * s.heads + h) * d;
+            let qrow = &q[at..][..d];
+            let scores: Vec<f64> = (0..seen)
                 .map(|j| {
                     let krow = &k[row(kvh, j)..][..d];
                     round(round(qrow.iter().zip(krow).map(|(a, c)| a * c).sum::<f64>()) * scale)
@@ -475,7 +573,7 @@ fn naive(
                 .collect();
             let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let sum: f64 = scores.iter().map(|x| (x - m).exp()).sum();
-            let out = &mut o[(b * s.heads + h) * d..][..d];
+            let out = &mut o[at..][..d];
             for (j, x) in scores.iter().enumerate() {
                 let pj = round((x - m).exp() / sum);
                 for (od, vd) in out.iter_mut().zip(&v[row(kvh, j)..][..d]) {
@@ -499,6 +597,8 @@ pub struct PagedCase {
     pub dtype: DType,
     pub heads: usize,
     pub kv_heads: usize,
+    /// New query tokens per sequence (each context must hold at least this many, or be 0).
+    pub q_len: usize,
     pub head_dim: usize,
     pub page_size: usize,
     pub context_lens: Vec<usize>,
@@ -519,6 +619,7 @@ fn build_cache<T: PagedFloat>(case: &PagedCase, rng: &mut SmallRng) -> (PagedSha
         batch: case.context_lens.len(),
         heads: case.heads,
         kv_heads: case.kv_heads,
+        q_len: case.q_len,
         head_dim: case.head_dim,
         page_size: ps,
         num_pages,
@@ -550,11 +651,11 @@ fn build_cache<T: PagedFloat>(case: &PagedCase, rng: &mut SmallRng) -> (PagedSha
     (s, tables, k, v)
 }
 
-fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
+fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase, v: &PagedVersion) -> Result<Report> {
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let (s, tables, mut kk, mut vv) = build_cache::<T>(case, &mut rng);
     let lens: Vec<i32> = case.context_lens.iter().map(|&n| n as i32).collect();
-    let q: Vec<T> = (0..s.q_len()).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect();
+    let q: Vec<T> = (0..s.q_elems()).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect();
     let qb = ctx.upload(&q)?;
     let mut reports = Vec::new();
     let (kb, vb) = if case.append {
@@ -602,7 +703,7 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
     } else {
         (ctx.upload(&kk)?, ctx.upload(&vv)?)
     };
-    let mut o = Guarded::<T>::poisoned(ctx, s.q_len())?;
+    let mut o = Guarded::<T>::poisoned(ctx, s.q_elems())?;
     let pt = PagedTables::new(ctx, &s, &tables, &lens)?;
     let input = PagedDecodeInput {
         q: qb.as_view(),
@@ -613,7 +714,7 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
         scale: None,
         split: case.split,
     };
-    paged_decode(ctx, input, o.view_mut())?;
+    paged_decode_with(ctx, v, input, o.view_mut())?;
     let (go, guo) = o.finish()?;
     let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
     let (q64, k64, v64) = (f(&q), f(&kk), f(&vv));
@@ -630,26 +731,73 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase) -> Result<Report> {
     Ok(check::merge(reports))
 }
 
-/// Runs `case`: random cache and queries in [-2, 2), poisoned and guarded output,
-/// FlashAttention's rule against the f64 reference.
+/// Runs `case` with [`default_version`]: random cache and queries in [-2, 2), poisoned and
+/// guarded output, FlashAttention's rule against the f64 reference.
 pub fn check(ctx: &Context, case: &PagedCase) -> Result<Report> {
+    check_with(ctx, case, default_version())
+}
+
+/// As [`check`], with a chosen version.
+pub fn check_with(ctx: &Context, case: &PagedCase, v: &PagedVersion) -> Result<Report> {
     if let Some(&n) = case.context_lens.iter().find(|&&n| n > i32::MAX as usize) {
         return Err(Error::invalid(OP, format!("context length {n} does not fit i32")));
     }
     match case.dtype {
-        DType::BF16 => check_t::<bf16>(ctx, case),
-        DType::F16 => check_t::<f16>(ctx, case),
+        DType::BF16 => check_t::<bf16>(ctx, case, v),
+        DType::F16 => check_t::<f16>(ctx, case, v),
         other => Err(Error::invalid(OP, format!("dtype {} is not supported; use bf16 or f16", other.name()))),
     }
 }
 
-/// Bench shapes: (batch, heads, kv_heads, head_dim, page_size, context length).
-pub const BENCH_SHAPES: &[(usize, usize, usize, usize, usize, usize)] = &[
-    (64, 32, 8, 128, 16, 1024),
-    (64, 32, 8, 128, 32, 4096),
-    (8, 32, 8, 128, 16, 8192),
-    (1, 32, 8, 128, 16, 32768),
-    (4, 32, 32, 128, 64, 16384),
+/// One bench shape: every sequence holds `context` tokens, `q_len` of them new.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchShape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub page_size: usize,
+    pub context: usize,
+    pub q_len: usize,
+}
+
+impl BenchShape {
+    const fn new(batch: usize, kv_heads: usize, page_size: usize, context: usize, q_len: usize) -> Self {
+        BenchShape { batch, heads: 32, kv_heads, head_dim: 128, page_size, context, q_len }
+    }
+
+    /// The cache shape: exactly the pages the contexts need.
+    pub fn paged(&self) -> PagedShape {
+        let per_seq = self.context.div_ceil(self.page_size);
+        PagedShape {
+            batch: self.batch,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            q_len: self.q_len,
+            head_dim: self.head_dim,
+            page_size: self.page_size,
+            num_pages: self.batch * per_seq,
+            max_pages: per_seq,
+        }
+    }
+
+    /// The label in bench tables: `b64 h32/8 p16 L1024` (`q4` appended when `q_len > 1`).
+    pub fn label(&self) -> String {
+        let q = if self.q_len > 1 { format!(" q{}", self.q_len) } else { String::new() };
+        format!("b{} h{}/{} p{} L{}{q}", self.batch, self.heads, self.kv_heads, self.page_size, self.context)
+    }
+}
+
+/// Bench shapes (head_dim 128, 32 query heads): batch x context >= 64k tokens (the issue's
+/// 0.8-of-copy regime), batch 1 x 32k (carried by split-K), plain MHA, and a 4-token
+/// speculative step. Their DRAM floors are in `gpu_kernels::paged::v02_vec`'s docs.
+pub const BENCH_SHAPES: &[BenchShape] = &[
+    BenchShape::new(64, 8, 16, 1024, 1),
+    BenchShape::new(64, 8, 32, 4096, 1),
+    BenchShape::new(8, 8, 16, 8192, 1),
+    BenchShape::new(1, 8, 16, 32768, 1),
+    BenchShape::new(4, 32, 64, 16384, 1),
+    BenchShape::new(16, 8, 16, 4096, 4),
 ];
 
 /// KV bytes one decode reads (each cached K and V element once).
@@ -657,22 +805,18 @@ pub fn kv_bytes<T: PagedFloat>(s: &PagedShape, context_lens: &[i32]) -> usize {
     context_lens.iter().map(|&n| n as usize).sum::<usize>() * s.kv_heads * s.head_dim * 2 * size_of::<T>()
 }
 
-/// GPU: median milliseconds of one decode (auto split) over `batch` sequences of `len` tokens
-/// with shuffled pages, and of a device-to-device copy of the same KV bytes (the bandwidth
-/// ceiling). Effective bandwidth is [`kv_bytes`] over the time.
-pub fn time<T: PagedFloat>(
-    ctx: &Context,
-    (batch, heads, kv_heads, head_dim, page_size, len): (usize, usize, usize, usize, usize, usize),
-) -> Result<(f64, f64)> {
-    let per_seq = len.div_ceil(page_size);
-    let s = PagedShape { batch, heads, kv_heads, head_dim, page_size, num_pages: batch * per_seq, max_pages: per_seq };
+/// GPU: median milliseconds of one decode by version `v` (auto split) over the shape's
+/// sequences with shuffled pages, and of a device-to-device copy of the same KV bytes (the
+/// bandwidth ceiling). Effective bandwidth is [`kv_bytes`] over the time.
+pub fn time<T: PagedFloat>(ctx: &Context, v: &PagedVersion, shape: &BenchShape) -> Result<(f64, f64)> {
+    let s = shape.paged();
     let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
     pages.shuffle(&mut SmallRng::seed_from_u64(7));
-    let lens = vec![len as i32; batch];
+    let lens = vec![shape.context as i32; s.batch];
     let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
     let (q, kc, vc) =
-        (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
-    let mut o = ctx.alloc::<T>(s.q_len())?;
+        (ctx.upload(&fill(s.q_elems()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
+    let mut o = ctx.alloc::<T>(s.q_elems())?;
     let tables = PagedTables::new(ctx, &s, &pages, &lens)?;
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
         let input = PagedDecodeInput {
@@ -684,7 +828,7 @@ pub fn time<T: PagedFloat>(
             scale: None,
             split: Split::Auto,
         };
-        paged_decode(ctx, input, o.as_view_mut())
+        paged_decode_with(ctx, v, input, o.as_view_mut())
     })?;
     let bytes = kv_bytes::<T>(&s, &lens);
     let src = ctx.upload(&vec![0u8; bytes])?;

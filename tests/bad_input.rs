@@ -15,6 +15,7 @@
 use ferrokern::elementwise::{self as ew, Op};
 use ferrokern::gpu_kernels::Element;
 use ferrokern::gpu_kernels::selftest::{self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams};
+use ferrokern::paged;
 use ferrokern::{Context, DeviceBuffer, Dim3, Error, Float, KernelDef, LaunchConfig, Result};
 use half::{bf16, f16};
 use std::cell::Cell;
@@ -465,6 +466,41 @@ fn time_runs_case(flush_l2: bool) -> Outcome {
 const BLOCK: Dim3 = Dim3::x(SELFTEST_BLOCK);
 const ONE: Dim3 = Dim3::x(1);
 
+/// Paged decode with v02 (two sequences, 4 heads over 2 kv heads, head_dim 32, pages of 16):
+/// `q_len` new tokens, the given context lengths, K cache one element off a 16-byte boundary
+/// when `misaligned`. The output must stay untouched.
+fn paged_case(q_len: usize, lens: [i32; 2], misaligned: bool, split: paged::Split) -> Outcome {
+    let ctx = Context::emulator();
+    let s = paged::PagedShape {
+        batch: 2,
+        heads: 4,
+        kv_heads: 2,
+        q_len,
+        head_dim: 32,
+        page_size: 16,
+        num_pages: 4,
+        max_pages: 2,
+    };
+    let n = s.cache_len();
+    let q = ctx.alloc::<bf16>(s.q_elems().max(1)).unwrap();
+    let kv = ctx.alloc::<bf16>(n + 8).unwrap();
+    let mut o = ctx.alloc::<bf16>(s.q_elems().max(1)).unwrap();
+    let r = paged::PagedTables::new(&ctx, &s, &[0, 1, 2, 3], &lens).and_then(|pt| {
+        let input = paged::PagedDecodeInput {
+            q: q.view(0..s.q_elems()).unwrap(),
+            k_cache: kv.view(if misaligned { 1..n + 1 } else { 0..n }).unwrap(),
+            v_cache: kv.view(0..n).unwrap(),
+            tables: &pt,
+            shape: s,
+            scale: None,
+            split,
+        };
+        let v02 = paged::version("v02_vec").expect("v02_vec in the ladder");
+        paged::paged_decode_with(&ctx, v02, input, o.view_mut(0..s.q_elems()).unwrap())
+    });
+    outcome(r, [still_fresh("o", &o)])
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -623,6 +659,28 @@ fn other_table() -> Vec<Case> {
             Invalid,
             &["ok_race", "4294967295 bytes of shared memory exceed"],
             || launch_case(&st::OK_RACE, ONE, BLOCK, |_| u32::MAX),
+        ),
+        // paged_decode (v02): new-token count, contexts against it, alignment, split chunks
+        case("paged_decode: q_len 0", Invalid, &["paged_decode", "q_len = 0", "1 to 8"], || {
+            paged_case(0, [20, 32], false, paged::Split::Off)
+        }),
+        case("paged_decode: q_len 9", Invalid, &["paged_decode", "q_len = 9", "1 to 8"], || {
+            paged_case(9, [20, 32], false, paged::Split::Off)
+        }),
+        case(
+            "paged_decode: context shorter than q_len",
+            Invalid,
+            &["paged_decode", "context_lens[1] = 3", "shorter than q_len = 4"],
+            || paged_case(4, [20, 3], false, paged::Split::Off),
+        ),
+        case("paged_decode: v02 with a misaligned k_cache", Invalid, &["paged_decode", "v02_vec", "16-byte"], || {
+            paged_case(2, [20, 32], true, paged::Split::Off)
+        }),
+        case(
+            "paged_decode: split chunk of 48",
+            Invalid,
+            &["paged_decode", "Split::Keys(48)", "multiple of 32"],
+            || paged_case(2, [20, 32], false, paged::Split::Keys(48)),
         ),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),

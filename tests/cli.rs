@@ -362,3 +362,43 @@ fn verify_paged_decode() {
         &["needs --heads"],
     );
 }
+
+#[test]
+fn verify_paged_decode_versions_and_new_tokens() {
+    // Speculative decoding (4 new tokens, causal among themselves) on every version by name.
+    for version in ["v01_simt", "v02_vec"] {
+        let args = [
+            "paged_decode",
+            "--batch",
+            "2",
+            "--heads",
+            "8",
+            "--kv-heads",
+            "2",
+            "--head-dim",
+            "64",
+            "--page-size",
+            "16",
+            "--context",
+            "150",
+            "--q-len",
+            "4",
+            "--strategy",
+            "split:64",
+            "--kernel",
+            version,
+            "--dtype",
+            "bf16",
+        ];
+        assert_pass(&args);
+        let r = verify(&args);
+        assert!(r.stdout.contains(&format!("version={version}")) && r.stdout.contains("q_len=4"), "{r}");
+    }
+    let base = ["verify", "paged_decode", "--heads", "4", "--head-dim", "64", "--page-size", "16", "--dtype", "bf16"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        base.iter().copied().chain(extra.iter().copied()).chain(["--backend", "emulator"]).collect()
+    };
+    assert_refused(&with(&["--context", "3", "--q-len", "4"]), &["shorter than q_len = 4"]);
+    assert_refused(&with(&["--context", "9", "--q-len", "0"]), &["q_len = 0"]);
+    assert_refused(&with(&["--context", "9", "--kernel", "v99"]), &["unknown paged_decode version `v99`", "v02_vec"]);
+}

@@ -1,21 +1,31 @@
 //! Decode attention over a paged KV cache against the f64 reference under FlashAttention's
-//! rule, on the emulator always and the GPU when present: random batches of variable context
-//! lengths over shuffled physical pages (every row outside a context is NaN), GQA, page sizes
-//! 16/32/64, with and without split-K; the append kernel; and bad block tables.
+//! rule, every version of the ladder, on the emulator always and the GPU when present: random
+//! batches of variable context lengths over shuffled physical pages (every row outside a
+//! context is NaN), GQA, page sizes 16/32/64, 1 to 8 new query tokens (causal among
+//! themselves), with and without split-K; the append kernel; the auto split rule; and bad
+//! block tables.
 
 mod common;
 
 use ferrokern::paged::{
-    PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape, PagedTables, Split, check, paged_append, paged_decode,
+    AUTO_MIN_CHUNK, AUTO_TARGET_BLOCKS, PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape, PagedTables,
+    PagedVersion, Split, VERSIONS, check_with, default_version, paged_append, paged_decode, paged_decode_with,
     split_plan,
 };
 use ferrokern::{Context, DType, Error};
 use half::bf16;
 use proptest::prelude::*;
 
+/// `case` on every version.
 fn run(ctx: &Context, case: &PagedCase) {
-    let r = check(ctx, case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
-    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+    for v in VERSIONS {
+        run_with(ctx, case, v);
+    }
+}
+
+fn run_with(ctx: &Context, case: &PagedCase, v: &PagedVersion) {
+    let r = check_with(ctx, case, v).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
 }
 
 /// Property cases per run (FERROKERN_CASES overrides).
@@ -30,19 +40,33 @@ proptest! {
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 1), (8, 2), (6, 1), (12, 2)]),
         head_dim in proptest::sample::select(vec![32usize, 64, 128]),
         page_size in proptest::sample::select(vec![16usize, 32, 64]),
+        q_len in proptest::sample::select(vec![1usize, 1, 2, 3, 4, 8]),
         context_lens in proptest::collection::vec(1usize..300, 1..8),
         split in proptest::sample::select(vec![Split::Off, Split::Keys(32), Split::Keys(64), Split::Keys(96)]),
         append in any::<bool>(),
         seed in any::<u64>(),
     ) {
+        // Every context holds at least the new tokens.
+        let context_lens: Vec<usize> = context_lens.iter().map(|&n| n.max(q_len)).collect();
         for ctx in common::property_backends("paged_decode_matches_reference", common::cases(CASES)) {
-            run(&ctx, &PagedCase { dtype, heads, kv_heads, head_dim, page_size, context_lens: context_lens.clone(), split, append, seed });
+            run(&ctx, &PagedCase { dtype, heads, kv_heads, q_len, head_dim, page_size, context_lens: context_lens.clone(), split, append, seed });
         }
     }
 }
 
 fn case(context_lens: Vec<usize>, page_size: usize, split: Split, append: bool, seed: u64) -> PagedCase {
-    PagedCase { dtype: DType::BF16, heads: 4, kv_heads: 2, head_dim: 64, page_size, context_lens, split, append, seed }
+    PagedCase {
+        dtype: DType::BF16,
+        heads: 4,
+        kv_heads: 2,
+        q_len: 1,
+        head_dim: 64,
+        page_size,
+        context_lens,
+        split,
+        append,
+        seed,
+    }
 }
 
 #[test]
@@ -52,18 +76,24 @@ fn paged_decode_named_cases() {
         for dtype in [DType::BF16, DType::F16] {
             for page_size in [16, 32, 64] {
                 let named = [
-                    ("context 1", vec![1], Split::Off),
-                    ("context 1 split", vec![1], Split::Keys(32)),
-                    ("contexts exactly filling their pages", vec![page_size, 3 * page_size], Split::Off),
-                    ("full pages, split at page boundaries", vec![4 * page_size, 2 * page_size], Split::Keys(32)),
-                    ("empty context gives 0", vec![0, 5, 0], Split::Keys(32)),
-                    ("mixed lengths, auto split", vec![1, 33, 64, 65, 200], Split::Auto),
+                    ("context 1", vec![1], Split::Off, 1),
+                    ("context 1 split", vec![1], Split::Keys(32), 1),
+                    ("contexts exactly filling their pages", vec![page_size, 3 * page_size], Split::Off, 1),
+                    ("full pages, split at page boundaries", vec![4 * page_size, 2 * page_size], Split::Keys(32), 1),
+                    ("empty context gives 0", vec![0, 5, 0], Split::Keys(32), 1),
+                    ("mixed lengths, auto split", vec![1, 33, 64, 65, 200], Split::Auto, 1),
+                    ("q_len 8, contexts of only the new tokens", vec![8, 8], Split::Off, 8),
+                    ("q_len 4, new tokens across a page boundary", vec![page_size + 2, 2 * page_size], Split::Off, 4),
+                    ("q_len 4, new tokens across a chunk boundary", vec![66, 34, 0], Split::Keys(32), 4),
+                    ("q_len 3, auto split", vec![3, 100, 257], Split::Auto, 3),
                 ];
-                for (name, lens, split) in named {
-                    let c = PagedCase { dtype, ..case(lens, page_size, split, false, n) };
-                    let r = check(&ctx, &c).unwrap_or_else(|e| panic!("{name}: {e}"));
-                    assert!(r.passed(), "{name}: {c:?} on {}: {r}", ctx.backend());
-                    n += 1;
+                for (name, lens, split, q_len) in named {
+                    let c = PagedCase { dtype, q_len, ..case(lens, page_size, split, false, n) };
+                    for v in VERSIONS {
+                        let r = check_with(&ctx, &c, v).unwrap_or_else(|e| panic!("{} {name}: {e}", v.name));
+                        assert!(r.passed(), "{} {name}: {c:?} on {}: {r}", v.name, ctx.backend());
+                        n += 1;
+                    }
                 }
             }
         }
@@ -74,15 +104,37 @@ fn paged_decode_named_cases() {
 #[test]
 fn long_context_with_split() {
     // ~4000 tokens, one sequence: the flash-decoding case (auto split picks several chunks).
-    let s = PagedShape { batch: 1, heads: 8, kv_heads: 2, head_dim: 64, page_size: 16, num_pages: 250, max_pages: 250 };
-    let (splits, keys) = split_plan(&s, 3999, Split::Auto);
-    assert!(splits > 1 && keys.is_multiple_of(32), "auto splits a long lone context: {splits} x {keys}");
+    let s = PagedShape {
+        batch: 1,
+        heads: 8,
+        kv_heads: 2,
+        q_len: 1,
+        head_dim: 64,
+        page_size: 16,
+        num_pages: 250,
+        max_pages: 250,
+    };
+    for v in VERSIONS {
+        let (splits, keys) = split_plan(v, &s, 3999, Split::Auto);
+        assert!(
+            splits > 1 && keys.is_multiple_of(32),
+            "{}: auto splits a long lone context: {splits} x {keys}",
+            v.name
+        );
+    }
     for ctx in common::backends("long_context_with_split") {
         let c = PagedCase { heads: 8, ..case(vec![3999], 16, Split::Auto, false, 11) };
         run(&ctx, &c);
-        run(&ctx, &PagedCase { split: Split::Off, ..c });
+        run(&ctx, &PagedCase { split: Split::Off, ..c.clone() });
+        // Speculative decoding on the long context: 8 new tokens, GQA group 4 (32 rows: two
+        // row groups in v02), split.
+        run(&ctx, &PagedCase { q_len: 8, ..c });
         // A full batch of 64 short, unequal contexts (no split: enough blocks).
         run(&ctx, &case((0..64).map(|i| 1 + (i * 37) % 90).collect(), 32, Split::Auto, true, 12));
+        run(
+            &ctx,
+            &PagedCase { q_len: 2, ..case((0..64).map(|i| 2 + (i * 37) % 90).collect(), 16, Split::Auto, false, 13) },
+        );
     }
 }
 
@@ -101,20 +153,71 @@ fn append_then_decode_equals_decode_over_the_longer_context() {
 #[test]
 fn split_is_deterministic() {
     let ctx = Context::emulator();
-    let c = case(vec![300, 17, 250], 16, Split::Keys(64), false, 5);
-    let a = check(&ctx, &c).unwrap();
-    let b = check(&ctx, &c).unwrap();
-    assert!(a.passed() && b.passed());
-    assert_eq!(a.max_abs_err.to_bits(), b.max_abs_err.to_bits(), "same inputs, same bits");
+    let c = PagedCase { q_len: 2, ..case(vec![300, 17, 250], 16, Split::Keys(64), false, 5) };
+    for v in VERSIONS {
+        let a = check_with(&ctx, &c, v).unwrap();
+        let b = check_with(&ctx, &c, v).unwrap();
+        assert!(a.passed() && b.passed());
+        assert_eq!(a.max_abs_err.to_bits(), b.max_abs_err.to_bits(), "{}: same inputs, same bits", v.name);
+    }
+}
+
+#[test]
+fn auto_split_rule_edges() {
+    let v02 = default_version();
+    assert_eq!(v02.name, "v02_vec", "the default is the top rung");
+    let v01 = &VERSIONS[0];
+    let shape = |batch: usize, kv_heads: usize, heads: usize, q_len: usize| PagedShape {
+        batch,
+        heads,
+        kv_heads,
+        q_len,
+        head_dim: 128,
+        page_size: 16,
+        num_pages: 1,
+        max_pages: 1,
+    };
+    let plan = |v: &PagedVersion, s: PagedShape, ctx: usize| split_plan(v, &s, ctx, Split::Auto);
+    // Batch 1 x 32k, 8 kv heads of 4 query heads: 8 blocks, 33 chunks wanted, 993 tokens
+    // rounded to 1024 gives 32 chunks, 256 blocks (~2 per SM).
+    assert_eq!(plan(v02, shape(1, 8, 32, 1), 32768), (32, 1024));
+    // Enough blocks already (exactly the target): no split; one fewer: split in two.
+    assert_eq!(plan(v02, shape(AUTO_TARGET_BLOCKS / 8, 8, 32, 1), 1 << 20), (1, 0));
+    assert_eq!(plan(v02, shape(AUTO_TARGET_BLOCKS - 1, 1, 1, 1), 2 * AUTO_MIN_CHUNK), (2, AUTO_MIN_CHUNK));
+    // Contexts shorter than two minimum chunks are never split, however few the blocks.
+    assert_eq!(plan(v02, shape(1, 1, 1, 1), 2 * AUTO_MIN_CHUNK - 1), (1, 0));
+    assert_eq!(plan(v02, shape(1, 1, 1, 1), 0), (1, 0));
+    // The minimum chunk caps the count: 4 chunks of 256 for a 1024-token context.
+    assert_eq!(plan(v02, shape(1, 1, 1, 1), 1024), (4, 256));
+    // Chunks are whole tiles: 1000 tokens over 3 chunks is 334 -> 352, 3 chunks.
+    assert_eq!(plan(v02, shape(88, 1, 1, 1), 1000), (3, 352));
+    // Rows per block differ by version: 16 (token, head) rows are one v02 block but four of
+    // v01's, so v01 reaches the target with fewer sequences.
+    let s = shape(66, 1, 4, 4);
+    assert_eq!(plan(v01, s, 4096), (1, 0), "66 x 4 = 264 v01 blocks");
+    assert_eq!(plan(v02, s, 4096).0, 4, "66 v02 blocks want 4 chunks");
+    // Explicit chunks: one chunk covering the context is no split.
+    assert_eq!(split_plan(v02, &shape(1, 1, 1, 1), 64, Split::Keys(64)), (1, 0));
+    assert_eq!(split_plan(v02, &shape(1, 1, 1, 1), 65, Split::Keys(64)), (2, 64));
+    assert_eq!(split_plan(v02, &shape(1, 1, 1, 1), 1 << 20, Split::Off), (1, 0));
 }
 
 #[test]
 fn bad_tables_and_shapes_are_refused() {
     let ctx = Context::emulator();
-    let s = PagedShape { batch: 2, heads: 4, kv_heads: 2, head_dim: 64, page_size: 16, num_pages: 4, max_pages: 2 };
-    let q = ctx.alloc::<bf16>(s.q_len()).unwrap();
+    let s = PagedShape {
+        batch: 2,
+        heads: 4,
+        kv_heads: 2,
+        q_len: 1,
+        head_dim: 64,
+        page_size: 16,
+        num_pages: 4,
+        max_pages: 2,
+    };
+    let q = ctx.alloc::<bf16>(9 * s.q_elems()).unwrap();
     let kv = ctx.alloc::<bf16>(s.cache_len()).unwrap();
-    let mut o = ctx.alloc::<bf16>(s.q_len()).unwrap();
+    let mut o = ctx.alloc::<bf16>(s.q_elems()).unwrap();
     let good_tables = [0, 1, 2, 3];
     let good_lens = [20, 32];
     let bad: Vec<(&str, PagedShape, &[i32], &[i32])> = vec![
@@ -128,13 +231,16 @@ fn bad_tables_and_shapes_are_refused() {
         ("heads not a multiple of kv_heads", PagedShape { heads: 3, ..s }, &good_tables, &good_lens),
         ("head_dim 48", PagedShape { head_dim: 48, ..s }, &good_tables, &good_lens),
         ("cache shorter than num_pages", PagedShape { num_pages: 5, ..s }, &good_tables, &good_lens),
+        ("q_len 0", PagedShape { q_len: 0, ..s }, &good_tables, &good_lens),
+        ("q_len 9", PagedShape { q_len: 9, ..s }, &good_tables, &good_lens),
+        ("context shorter than q_len", PagedShape { q_len: 4, ..s }, &good_tables, &[20, 3]),
     ];
     // The decode, with its tables validated for `shape` (the first refusal either gives).
     let decode =
         |shape: PagedShape, tables: &[i32], lens: &[i32], split: Split, o: &mut ferrokern::DeviceBuffer<bf16>| {
             let pt = PagedTables::new(&ctx, &shape, tables, lens)?;
             let input = PagedDecodeInput {
-                q: q.as_view(),
+                q: q.view(0..shape.q_elems()).unwrap(),
                 k_cache: kv.as_view(),
                 v_cache: kv.as_view(),
                 tables: &pt,
@@ -167,6 +273,24 @@ fn bad_tables_and_shapes_are_refused() {
     let e = paged_decode(&ctx, input, o.as_view_mut()).expect_err("tables for another shape");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     println!("tables for another shape: {e}");
+
+    // A cache view off a 16-byte boundary: v02 (16-byte chunks) refuses it by name; the
+    // default decode runs it with v01 instead.
+    let big_kv = ctx.alloc::<bf16>(s.cache_len() + 1).unwrap();
+    let pt = PagedTables::new(&ctx, &s, &good_tables, &good_lens).unwrap();
+    let input = PagedDecodeInput {
+        q: q.view(0..s.q_elems()).unwrap(),
+        k_cache: big_kv.view(1..s.cache_len() + 1).unwrap(),
+        v_cache: kv.as_view(),
+        tables: &pt,
+        shape: s,
+        scale: None,
+        split: Split::Off,
+    };
+    let e = paged_decode_with(&ctx, default_version(), input, o.as_view_mut()).expect_err("misaligned k_cache");
+    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
+    println!("misaligned cache for v02: {e}");
+    paged_decode(&ctx, input, o.as_view_mut()).expect("the default falls back to v01 for a misaligned cache");
 
     // Append: no room past a full table, and two sequences writing one row.
     let new = ctx.alloc::<bf16>(s.new_len()).unwrap();

@@ -156,3 +156,35 @@ fn hopper_gemm_sass_has_hgmma_and_tma() {
         }
     }
 }
+
+#[test]
+fn paged_decode_v02_moves_kv_in_128_bit_copies_without_local_memory() {
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    let v = ferrokern::paged::version("v02_vec").expect("v02_vec is in the paged ladder");
+    for (arch, ptx) in ferrokern::PTX {
+        let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        for k in [v.bf16.name, v.f16.name] {
+            let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+            let get = |c: &str| m.get(c).copied().unwrap_or(0);
+            // K and V arrive as 16-byte cp.async copies (LDGSTS.128) or 128-bit loads (LDG.128),
+            // never element by element; the accumulators stay in registers.
+            let wide = get("LDGSTS.128") + get("LDG.128");
+            assert!(wide >= 2, "{arch} {k}: {} LDGSTS.128, {} LDG.128 in {m:?}", get("LDGSTS.128"), get("LDG.128"));
+            assert_eq!(get("LDGSTS"), get("LDGSTS.128"), "{arch} {k}: every async copy is 16 bytes: {m:?}");
+            assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+            let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reports the kernel");
+            assert!(r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0, "{arch} {k}: spills");
+            println!(
+                "{arch} {k}: {} registers, {} LDGSTS.128, {} LDG.128, {} LDS.128, {} FFMA, no local memory; {} B dynamic shared",
+                r.registers,
+                get("LDGSTS.128"),
+                get("LDG.128"),
+                get("LDS.128"),
+                get("FFMA"),
+                v.shared_bytes
+            );
+        }
+    }
+}

@@ -96,6 +96,9 @@ struct VerifyArgs {
     page_size: Option<usize>,
     #[arg(long)]
     context: Option<usize>,
+    /// paged_decode: new query tokens per sequence (speculative decoding), 1 to 8.
+    #[arg(long)]
+    q_len: Option<usize>,
     #[arg(long, default_value = "f32")]
     dtype: String,
     #[arg(long, default_value = "auto")]
@@ -178,6 +181,7 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
         ("--causal", a.causal),
         ("--page-size", a.page_size.is_some()),
         ("--context", a.context.is_some()),
+        ("--q-len", a.q_len.is_some()),
         ("--strategy", a.strategy.is_some()),
         ("--kernel", a.kernel.is_some()),
     ]
@@ -874,17 +878,38 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
 }
 
 /// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
-/// sequence at `--context` tokens, FlashAttention's rule against the f64 reference.
+/// sequence at `--context` tokens (`--q-len` of them new), FlashAttention's rule against the
+/// f64 reference; the shipped version or, with the hidden `--kernel NAME`, any version.
 fn run_verify_paged(a: VerifyArgs) -> ExitCode {
-    use ferrokern::paged::{PagedCase, Split, check};
-    let allowed = ["--batch", "--heads", "--kv-heads", "--head-dim", "--page-size", "--context", "--strategy"];
+    use ferrokern::paged::{self, PagedCase, Split, check_with};
+    let allowed = [
+        "--batch",
+        "--heads",
+        "--kv-heads",
+        "--head-dim",
+        "--page-size",
+        "--context",
+        "--q-len",
+        "--strategy",
+        "--kernel",
+    ];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`paged_decode` takes --batch --heads --kv-heads --head-dim --page-size --context [--strategy auto|off|split:N]; remove {}",
+            "`paged_decode` takes --batch --heads --kv-heads --head-dim --page-size --context [--q-len N] [--strategy auto|off|split:N]; remove {}",
             stray.join(", ")
         ));
     }
+    let version = match a.kernel.as_deref() {
+        None => paged::default_version(),
+        Some(name) => match paged::version(name) {
+            Some(v) => v,
+            None => {
+                let names: Vec<&str> = paged::VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!("unknown paged_decode version `{name}`: use one of {}", names.join(", ")));
+            }
+        },
+    };
     let dtype = match a.dtype.as_str() {
         "bf16" => DType::BF16,
         "f16" => DType::F16,
@@ -909,6 +934,7 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         dtype,
         heads,
         kv_heads: a.kv_heads.unwrap_or(heads),
+        q_len: a.q_len.unwrap_or(1),
         head_dim,
         page_size,
         context_lens: vec![context; batch],
@@ -921,13 +947,15 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     println!(
-        "verify paged_decode batch={batch} heads={heads} kv_heads={} head_dim={head_dim} page_size={page_size} context={context} split={split:?} dtype={} backend={} seed={}",
+        "verify paged_decode batch={batch} heads={heads} kv_heads={} q_len={} head_dim={head_dim} page_size={page_size} context={context} split={split:?} dtype={} backend={} version={} seed={}",
         case.kv_heads,
+        case.q_len,
         dtype.name(),
         ctx.backend(),
+        version.name,
         case.seed
     );
-    report_exit(check(&ctx, &case))
+    report_exit(check_with(&ctx, &case, version))
 }
 
 /// Prints a verify result as the last line and maps it to the exit code.
@@ -985,34 +1013,42 @@ fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
 /// The paged-decode part of the emulator sweep: shuffled pages, GQA, every page size, split
 /// and not, with an append first.
 fn paged_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
-    use ferrokern::paged::{PagedCase, Split, check};
+    use ferrokern::paged::{PagedCase, Split, VERSIONS, check_with};
     if !filter.is_none_or(|f| "paged_decode".contains(f)) {
         return true;
     }
     let (mut count, mut failed) = (0, 0);
     println!("\n{:<12} {:<32} {:>5}  result", "paged_decode", "case", "dtype");
-    for dtype in [DType::BF16, DType::F16] {
-        for (page_size, split) in [(16, Split::Off), (32, Split::Keys(64)), (64, Split::Auto)] {
+    for (v, dtype) in VERSIONS.iter().flat_map(|v| [DType::BF16, DType::F16].map(|d| (v, d))) {
+        for (page_size, split, q_len) in
+            [(16, Split::Off, 1), (32, Split::Keys(64), 1), (64, Split::Auto, 1), (16, Split::Keys(32), 4)]
+        {
             let case = PagedCase {
                 dtype,
                 heads: 8,
                 kv_heads: 2,
+                q_len,
                 head_dim: 64,
                 page_size,
-                context_lens: vec![1, 77, 300],
+                context_lens: vec![q_len, 77, 300],
                 split,
                 append: true,
                 seed: 9,
             };
             count += 1;
-            let r = check(ctx, &case);
+            let r = check_with(ctx, &case, v);
             let line = match &r {
                 Ok(rep) if rep.passed() => "PASS".to_string(),
                 Ok(rep) => rep.to_string(),
                 Err(e) => format!("ERROR {e}"),
             };
             failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
-            println!("{:<12} {:<32} {:>5}  {line}", "v01", format!("p{page_size} {split:?} L[1,77,300]"), dtype.name());
+            println!(
+                "{:<12} {:<32} {:>5}  {line}",
+                v.name,
+                format!("p{page_size} {split:?} q{q_len} L[{q_len},77,300]"),
+                dtype.name()
+            );
         }
     }
     println!("paged_decode emulator sweep: {} passed, {failed} failed", count - failed);
@@ -1108,59 +1144,55 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     rows
 }
 
-/// Paged decode (bf16) against a device-to-device copy of the KV bytes it must read, each
-/// shape with shuffled pages; checked first.
+/// Paged decode (bf16), every version, against a device-to-device copy of the KV bytes it
+/// must read, each shape with shuffled pages; each version checked first (q_len 1 and 4).
 fn paged_bench(ctx: &Context, ok: &mut bool) -> Vec<Measurement> {
-    use ferrokern::paged::{self, PagedCase, Split};
-    let case = PagedCase {
-        dtype: DType::BF16,
-        heads: 8,
-        kv_heads: 2,
-        head_dim: 128,
-        page_size: 16,
-        context_lens: vec![1, 300, 777],
-        split: Split::Keys(64),
-        append: true,
-        seed: 5,
-    };
-    if !passes_check("paged_decode", paged::check(ctx, &case), ok) {
-        return Vec::new();
-    }
+    use ferrokern::paged::{self, PagedCase, Split, VERSIONS};
     let mut rows = Vec::new();
-    for &shape in paged::BENCH_SHAPES {
-        let (batch, heads, kv_heads, head_dim, page_size, len) = shape;
-        match paged::time::<half::bf16>(ctx, shape) {
-            Ok((ms, copy_ms)) => {
-                let s = paged::PagedShape {
-                    batch,
-                    heads,
-                    kv_heads,
-                    head_dim,
-                    page_size,
-                    num_pages: batch * len.div_ceil(page_size),
-                    max_pages: len.div_ceil(page_size),
-                };
-                let bytes = paged::kv_bytes::<half::bf16>(&s, &vec![len as i32; batch]) as u64;
-                rows.push(Measurement {
-                    family: "paged",
-                    op: "paged_decode".into(),
-                    version: "v01".into(),
-                    shape: format!("b{batch} h{heads}/{kv_heads} p{page_size} L{len}"),
-                    dtype: "bf16",
-                    median_ms: ms,
-                    // paged::time reports medians only (JSON null).
-                    min_ms: f64::NAN,
-                    bytes,
-                    gbps: bytes as f64 / (ms * 1e6),
-                    baseline: "copy",
-                    baseline_median_ms: copy_ms,
-                    baseline_gbps: bytes as f64 / (copy_ms * 1e6),
-                    ratio: copy_ms / ms,
-                });
-            }
-            Err(e) => {
-                println!("paged_decode {shape:?}: {e}");
-                *ok = false;
+    for v in VERSIONS {
+        let case = |q_len| PagedCase {
+            dtype: DType::BF16,
+            heads: 8,
+            kv_heads: 2,
+            q_len,
+            head_dim: 128,
+            page_size: 16,
+            context_lens: vec![q_len, 300, 777],
+            split: Split::Keys(64),
+            append: true,
+            seed: 5,
+        };
+        if !passes_check(&format!("paged_decode {}", v.name), paged::check_with(ctx, &case(1), v), ok)
+            || !passes_check(&format!("paged_decode {} q_len 4", v.name), paged::check_with(ctx, &case(4), v), ok)
+        {
+            continue;
+        }
+        for shape in paged::BENCH_SHAPES {
+            match paged::time::<half::bf16>(ctx, v, shape) {
+                Ok((ms, copy_ms)) => {
+                    let s = shape.paged();
+                    let bytes = paged::kv_bytes::<half::bf16>(&s, &vec![shape.context as i32; s.batch]) as u64;
+                    rows.push(Measurement {
+                        family: "paged",
+                        op: "paged_decode".into(),
+                        version: v.name.into(),
+                        shape: shape.label(),
+                        dtype: "bf16",
+                        median_ms: ms,
+                        // paged::time reports medians only (JSON null).
+                        min_ms: f64::NAN,
+                        bytes,
+                        gbps: bytes as f64 / (ms * 1e6),
+                        baseline: "copy",
+                        baseline_median_ms: copy_ms,
+                        baseline_gbps: bytes as f64 / (copy_ms * 1e6),
+                        ratio: copy_ms / ms,
+                    });
+                }
+                Err(e) => {
+                    println!("paged_decode {} {}: {e}", v.name, shape.label());
+                    *ok = false;
+                }
             }
         }
     }
