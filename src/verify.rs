@@ -591,22 +591,47 @@ pub const GEMM_GAP: f32 = -7777.0;
 /// random values otherwise; its gaps hold [`GEMM_GAP`]; guard regions surround it. Each
 /// element is judged against the f64 reference within [`reference::gemm_f32_error`].
 pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVersion) -> Result<Report> {
-    gemm_check::<f32>(
+    gemm_check::<f32, f32>(
         ctx,
         case,
-        |g, a, b, c| crate::gemm::gemm_with(ctx, version, g, a, b, c),
+        EpilogueSpec::default(),
+        |g, a, b, c, _, _| crate::gemm::gemm_with(ctx, version, g, a, b, c),
         reference::gemm_f32_error,
     )
 }
 
-/// The GEMM check both paths share: inputs of type `T` (random f32 values rounded to `T`),
-/// C filled with data (or poison when beta = 0, which must not be read) and gaps between
-/// rows, guards around it; `launch` runs the kernel; each element is judged against the f64
-/// product of the rounded inputs within `bound(k, alpha, (|A||B|)_ij, beta, c)`.
-fn gemm_check<T: Float>(
+/// Which parts of the tensor-core GEMM's epilogue a check turns on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpilogueSpec {
+    pub bias: bool,
+    pub gelu: bool,
+    pub residual: bool,
+}
+
+/// The largest `|d gelu(x) / dx|` of the tanh-form GELU (about 1.129, near x = 2.4), rounded
+/// up: how much an error in GELU's input can grow through it.
+const GELU_SLOPE_MAX: f64 = 1.13;
+
+/// The GEMM check every path shares: inputs of type `T` (random f32 values rounded to `T`),
+/// C of type `O` filled with data (or poison when beta = 0, which must not be read) and gaps
+/// between rows, guards around it; optional bias (f32, per column) and residual (`O`, C's
+/// shape); `launch` runs the kernel; each element is judged against the f64 value of the same
+/// formula on the rounded inputs, within `bound(k, alpha, (|A||B|)_ij, beta, c)` for the
+/// product, plus one f32 rounding per epilogue add, GELU's slope times that bound plus GELU's
+/// own f32 error ([`reference::elementwise_f32_error`]); `compare` adds `O`'s rounding.
+#[allow(clippy::type_complexity)]
+fn gemm_check<T: Float, O: Float>(
     ctx: &Context,
     case: &GemmCase,
-    launch: impl FnOnce(&crate::gemm::Gemm, BufRef<'_, T>, BufRef<'_, T>, crate::BufMut<'_, f32>) -> Result<()>,
+    ep: EpilogueSpec,
+    launch: impl FnOnce(
+        &crate::gemm::Gemm,
+        BufRef<'_, T>,
+        BufRef<'_, T>,
+        crate::BufMut<'_, O>,
+        Option<BufRef<'_, f32>>,
+        Option<BufRef<'_, O>>,
+    ) -> Result<()>,
     bound_of: fn(usize, f64, f64, f64, f64) -> f64,
 ) -> Result<Report> {
     let g = case.gemm;
@@ -614,8 +639,8 @@ fn gemm_check<T: Float>(
     let round = |v: Vec<f32>| -> Vec<T> { v.iter().map(|&x| T::from_f64(x as f64)).collect() };
     let a: Vec<T> = round(random_vec::<f32>(&mut rng, g.a_len(), Values::Finite));
     let b: Vec<T> = round(random_vec::<f32>(&mut rng, g.b_len(), Values::Finite));
-    let mut c0 = vec![GEMM_GAP; g.c_len()];
-    let poison = f32::from_bits(<f32 as gpu_kernels::Element>::POISON_BITS);
+    let mut c0 = vec![O::from_f64(GEMM_GAP as f64); g.c_len()];
+    let poison = O::from_bits32(O::POISON_BITS);
     let each = |f: &mut dyn FnMut(usize, usize, usize, usize)| {
         for z in 0..g.batch {
             for i in 0..g.m {
@@ -625,22 +650,49 @@ fn gemm_check<T: Float>(
             }
         }
     };
-    each(&mut |_, _, _, at| c0[at] = if g.beta == 0.0 { poison } else { draw::<f32>(&mut rng, Values::Finite) });
+    each(&mut |_, _, _, at| c0[at] = if g.beta == 0.0 { poison } else { draw::<O>(&mut rng, Values::Finite) });
+    let bias: Vec<f32> = if ep.bias { random_vec::<f32>(&mut rng, g.n, Values::Finite) } else { Vec::new() };
+    let res: Vec<O> = if ep.residual { random_vec::<O>(&mut rng, g.c_len(), Values::Finite) } else { Vec::new() };
     let (a_buf, b_buf) = (upload_at(ctx, &a, case.offset)?, upload_at(ctx, &b, case.offset)?);
-    let mut out = Guarded::<f32>::poisoned_at(ctx, c0.len(), case.offset)?;
+    let bias_buf = if ep.bias { Some(ctx.upload(&bias)?) } else { None };
+    let res_buf = if ep.residual { Some(upload_at(ctx, &res, case.offset)?) } else { None };
+    let mut out = Guarded::<O>::poisoned_at(ctx, c0.len(), case.offset)?;
     out.view_mut().copy_from_host(&c0)?;
-    launch(&g, view_at(&a_buf, case.offset), view_at(&b_buf, case.offset), out.view_mut())?;
+    launch(
+        &g,
+        view_at(&a_buf, case.offset),
+        view_at(&b_buf, case.offset),
+        out.view_mut(),
+        bias_buf.as_ref().map(|b| b.as_view()),
+        res_buf.as_ref().map(|r| view_at(r, case.offset)),
+    )?;
     let (got, guard) = out.finish()?;
     let a64: Vec<f64> = a.iter().map(|v| v.to_f64()).collect();
     let b64: Vec<f64> = b.iter().map(|v| v.to_f64()).collect();
-    let mut want: Vec<f64> = c0.iter().map(|&v| v as f64).collect();
+    let mut want: Vec<f64> = c0.iter().map(|&v| v.to_f64()).collect();
     let mut bound = vec![0.0; c0.len()];
     let (alpha, beta) = (g.alpha as f64, g.beta as f64);
+    let u = reference::gamma_f32(1);
     each(&mut |z, i, j, at| {
         let (ab, abs) = reference::gemm_dot(&g, &a64, &b64, z, i, j);
-        let c = c0[at] as f64;
-        want[at] = reference::gemm_element(alpha, ab, beta, c);
-        bound[at] = bound_of(g.k, alpha, abs, beta, c);
+        let c = c0[at].to_f64();
+        let mut w = reference::gemm_element(alpha, ab, beta, c);
+        let mut e = bound_of(g.k, alpha, abs, beta, c);
+        if ep.bias {
+            w += bias[j] as f64;
+            e += u * (w.abs() + e);
+        }
+        if ep.gelu {
+            let gw = reference::gelu(w);
+            e = GELU_SLOPE_MAX * e + reference::elementwise_f32_error(crate::elementwise::Op::Gelu, w, 0.0, gw);
+            w = gw;
+        }
+        if ep.residual {
+            w += res[at].to_f64();
+            e += u * (w.abs() + e);
+        }
+        want[at] = w;
+        bound[at] = e;
     });
     Ok(check::compare(&got, &want, &bound, guard))
 }
@@ -658,10 +710,24 @@ pub fn gemm_tc_with<T: crate::gemm_tc::TcInput>(
     case: &GemmCase,
     version: &crate::gemm_tc::TcVersion,
 ) -> Result<Report> {
-    gemm_check::<T>(
+    gemm_tc_ex_with::<T, f32>(ctx, case, EpilogueSpec::default(), version)
+}
+
+/// As [`gemm_tc_with`], with C of type `O` (f32 or `T`) and the epilogue `ep`.
+pub fn gemm_tc_ex_with<T: crate::gemm_tc::TcInput, O: Float>(
+    ctx: &Context,
+    case: &GemmCase,
+    ep: EpilogueSpec,
+    version: &crate::gemm_tc::TcVersion,
+) -> Result<Report> {
+    gemm_check::<T, O>(
         ctx,
         case,
-        |g, a, b, c| crate::gemm_tc::gemm_tc_with(ctx, version, g, a, b, c),
+        ep,
+        |g, a, b, c, bias, residual| {
+            let e = crate::gemm_tc::Epilogue { bias, gelu: ep.gelu, residual };
+            crate::gemm_tc::gemm_tc_ex(ctx, version, g, a, b, c, &e)
+        },
         reference::gemm_tc_error,
     )
 }

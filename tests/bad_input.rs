@@ -501,6 +501,71 @@ fn paged_case(q_len: usize, lens: [i32; 2], misaligned: bool, split: paged::Spli
     outcome(r, [still_fresh("o", &o)])
 }
 
+/// The ways a tensor-core GEMM call can be wrong, one per case below.
+#[derive(Clone, Copy)]
+enum TcWay {
+    OutType,
+    ShortBias,
+    ShortResidual,
+    Batch,
+    SmallLda,
+    ForeignA,
+    ForeignBias,
+    TmaMisaligned,
+    TmaOddLdb,
+}
+
+/// An 8 x 8 x 8 bf16 GEMM into f32 C (16-bit C for `OutType`), broken the way `way` says.
+fn gemm_tc_case(way: TcWay) -> Outcome {
+    use ferrokern::gemm::Gemm;
+    use ferrokern::gemm_tc::{self, Epilogue};
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let a = ctx.alloc::<bf16>(72).unwrap();
+    let b = ctx.alloc::<bf16>(72).unwrap();
+    let a_other = other.alloc::<bf16>(64).unwrap();
+    let bias_other = other.alloc::<f32>(8).unwrap();
+    let bias_short = ctx.alloc::<f32>(7).unwrap();
+    let res_short = ctx.alloc::<f32>(63).unwrap();
+    let mut c = ctx.alloc::<f32>(64).unwrap();
+    let mut c16 = ctx.alloc::<f16>(64).unwrap();
+    let mut g = Gemm::new(8, 8, 8);
+    let v01 = &gemm_tc::VERSIONS[0];
+    let v02 = gemm_tc::version("v02_wgmma").expect("v02_wgmma in the ladder");
+    let none = Epilogue::<f32>::default();
+    let (av, bv) = (a.view(0..64).unwrap(), b.view(0..64).unwrap());
+    let r = match way {
+        TcWay::OutType => gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c16.as_view_mut(), &Epilogue::default()),
+        TcWay::ShortBias => {
+            let ep = Epilogue { bias: Some(bias_short.as_view()), gelu: true, residual: None };
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &ep)
+        }
+        TcWay::ShortResidual => {
+            let ep = Epilogue { bias: None, gelu: false, residual: Some(res_short.as_view()) };
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &ep)
+        }
+        TcWay::Batch => {
+            g = Gemm::new(4, 4, 4).batched(2);
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &none)
+        }
+        TcWay::SmallLda => {
+            g.lda = 7;
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &none)
+        }
+        TcWay::ForeignA => gemm_tc::gemm_tc_ex(&ctx, v01, &g, a_other.as_view(), bv, c.as_view_mut(), &none),
+        TcWay::ForeignBias => {
+            let ep = Epilogue { bias: Some(bias_other.as_view()), gelu: false, residual: None };
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &ep)
+        }
+        TcWay::TmaMisaligned => gemm_tc::gemm_tc_ex(&ctx, v02, &g, a.view(1..65).unwrap(), bv, c.as_view_mut(), &none),
+        TcWay::TmaOddLdb => {
+            g.ldb = 9;
+            gemm_tc::gemm_tc_ex(&ctx, v02, &g, av, b.view(0..72).unwrap(), c.as_view_mut(), &none)
+        }
+    };
+    outcome(r, [still_fresh("c", &c), still_fresh("c16", &c16)])
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -682,6 +747,30 @@ fn other_table() -> Vec<Case> {
             &["paged_decode", "Split::Keys(48)", "multiple of 32"],
             || paged_case(2, [20, 32], false, paged::Split::Keys(48)),
         ),
+        // gemm_tc: output type, epilogue operands, batch, leading dimension, contexts, TMA rules
+        case("gemm_tc: f16 C for bf16 inputs", Invalid, &["gemm_tc", "f32 or the input type"], || {
+            gemm_tc_case(TcWay::OutType)
+        }),
+        case("gemm_tc: bias shorter than n", Invalid, &["gemm_tc", "bias has 7", "one per column"], || {
+            gemm_tc_case(TcWay::ShortBias)
+        }),
+        case("gemm_tc: residual shorter than C", Invalid, &["gemm_tc", "residual has 63", "needs 64"], || {
+            gemm_tc_case(TcWay::ShortResidual)
+        }),
+        case("gemm_tc: batch of 2", Invalid, &["gemm_tc", "batch = 2", "loop over the batch"], || {
+            gemm_tc_case(TcWay::Batch)
+        }),
+        case("gemm_tc: lda smaller than a row of A", Invalid, &["lda = 7", "pass lda >= 8"], || {
+            gemm_tc_case(TcWay::SmallLda)
+        }),
+        case("gemm_tc: A from another context", WrongContext, &["gemm_tc"], || gemm_tc_case(TcWay::ForeignA)),
+        case("gemm_tc: bias from another context", WrongContext, &["gemm_tc"], || gemm_tc_case(TcWay::ForeignBias)),
+        case("gemm_tc: v02 with a misaligned A", Invalid, &["gemm_tc", "TMA", "16-byte"], || {
+            gemm_tc_case(TcWay::TmaMisaligned)
+        }),
+        case("gemm_tc: v02 with ldb = 9", Invalid, &["gemm_tc", "TMA", "leading dimension 9"], || {
+            gemm_tc_case(TcWay::TmaOddLdb)
+        }),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),
         case("time_runs: on the emulator with an L2 flush", Invalid, &["time_runs", "needs the GPU backend"], || {

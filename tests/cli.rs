@@ -283,12 +283,75 @@ fn refuses_bad_attention_and_tensor_core_arguments() {
             "3",
             "--dtype",
             "bf16",
-            "--trans-a",
+            "--batch",
+            "2",
             "--backend",
             "emulator",
         ],
-        &["NN with batch 1"],
+        &["one matrix"],
     );
+    assert_refused(
+        &[
+            "verify",
+            "gemm",
+            "--m",
+            "3",
+            "--n",
+            "3",
+            "--k",
+            "3",
+            "--dtype",
+            "f16",
+            "--epilogue",
+            "relu",
+            "--backend",
+            "emulator",
+        ],
+        &["unknown epilogue part `relu`"],
+    );
+    assert_refused(
+        &["verify", "gemm", "--m", "3", "--n", "3", "--k", "3", "--out16", "--backend", "emulator"],
+        &["--dtype bf16 or f16"],
+    );
+}
+
+/// The tensor-core layouts, 16-bit C and the fused epilogue through the CLI; the TMA version
+/// runs the aligned shape on the emulator.
+#[test]
+fn verify_passes_tensor_core_layouts_and_epilogues() {
+    assert_pass(&[
+        "gemm",
+        "--m",
+        "72",
+        "--n",
+        "136",
+        "--k",
+        "200",
+        "--dtype",
+        "bf16",
+        "--trans-a",
+        "--out16",
+        "--epilogue",
+        "bias,gelu,residual",
+        "--beta",
+        "0.5",
+    ]);
+    assert_pass(&["gemm", "--m", "33", "--n", "17", "--k", "9", "--dtype", "f16", "--trans-b", "--epilogue", "bias"]);
+    assert_pass(&[
+        "gemm",
+        "--m",
+        "64",
+        "--n",
+        "128",
+        "--k",
+        "64",
+        "--dtype",
+        "f16",
+        "--trans-a",
+        "--trans-b",
+        "--kernel",
+        "v02_wgmma",
+    ]);
 }
 
 #[test]

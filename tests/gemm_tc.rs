@@ -10,7 +10,7 @@ mod common;
 
 use ferrokern::gemm::{Gemm, Trans};
 use ferrokern::gemm_tc::{self, TcInput, TcVersion, VERSIONS};
-use ferrokern::verify::{self, GemmCase};
+use ferrokern::verify::{self, EpilogueSpec, GemmCase};
 use ferrokern::{Context, Error};
 use half::{bf16, f16};
 use proptest::prelude::*;
@@ -31,7 +31,7 @@ fn runs(ctx: &Context, v: &TcVersion, case: GemmCase) -> bool {
     };
     // TMA: 16-byte aligned bases (views start `offset` elements in) and row pitches.
     let tma_ok = case.offset.is_multiple_of(8) && g.lda.is_multiple_of(8) && g.ldb.is_multiple_of(8);
-    let needs_tma = v.config.tma_boxes().is_some() && g.k > 0 && g.m > 0 && g.n > 0;
+    let needs_tma = v.config.tma_boxes(false, false).is_some() && g.k > 0 && g.m > 0 && g.n > 0;
     if arch_ok && (!needs_tma || tma_ok) {
         return true;
     }
@@ -55,7 +55,12 @@ fn both(ctx: &Context, case: GemmCase) {
 }
 
 fn problem(m: usize, n: usize, k: usize, pad: usize, alpha: f32, beta: f32) -> Gemm {
-    let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
+    layout(m, n, k, Trans::N, Trans::N, pad, alpha, beta)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn layout(m: usize, n: usize, k: usize, ta: Trans, tb: Trans, pad: usize, alpha: f32, beta: f32) -> Gemm {
+    let mut g = Gemm::new(m, n, k).transposed(ta, tb).scaled(alpha, beta);
     g.lda += pad;
     g.ldb += 2 * pad;
     g.ldc += pad;
@@ -65,6 +70,25 @@ fn problem(m: usize, n: usize, k: usize, pad: usize, alpha: f32, beta: f32) -> G
 /// Property cases per run (FERROKERN_CASES overrides): each case is two dtypes on every
 /// version, up to 2 x 2 blocks of 256 emulated threads.
 const CASES: u32 = 24;
+
+/// Runs `case` on every version the backend can run, with C of type `O` (f32: both input
+/// types; bf16: bf16 inputs) and epilogue `ep`.
+fn every<O: ferrokern::Float>(ctx: &Context, case: GemmCase, ep: EpilogueSpec) {
+    for v in VERSIONS {
+        if !runs(ctx, v, case) {
+            continue;
+        }
+        let mut reports = vec![verify::gemm_tc_ex_with::<bf16, O>(ctx, &case, ep, v)];
+        if O::DTYPE == ferrokern::DType::F32 {
+            reports.push(verify::gemm_tc_ex_with::<f16, O>(ctx, &case, ep, v));
+        }
+        for r in reports {
+            let r =
+                r.unwrap_or_else(|e| panic!("{} {case:?} {ep:?} out {} on {}: {e}", v.name, O::NAME, ctx.backend()));
+            assert!(r.passed(), "{} {case:?} {ep:?} out {} on {}: {r}", v.name, O::NAME, ctx.backend());
+        }
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
@@ -81,6 +105,30 @@ proptest! {
         let case = GemmCase { gemm: problem(m, n, k, pad, alpha, beta), seed, offset };
         for ctx in common::property_backends("gemm_tc_every_version_matches_reference", common::cases(CASES)) {
             both(&ctx, case);
+        }
+    }
+
+    /// Transposed layouts, 16-bit C and the fused epilogue, on shapes whose leading dimensions
+    /// are multiples of 8 half the time (so the TMA version runs those).
+    #[test]
+    fn layouts_outputs_and_epilogues_match_reference(
+        m8 in 1usize..18, n8 in 1usize..18, k8 in 0usize..13, odd in any::<bool>(),
+        ta in any::<bool>(), tb in any::<bool>(), out16 in any::<bool>(),
+        bias in any::<bool>(), gelu in any::<bool>(), residual in any::<bool>(),
+        beta in prop_oneof![1 => Just(0.0f32), 1 => -2.0f32..2.0],
+        seed in any::<u64>(),
+    ) {
+        let d = if odd { 3 } else { 0 };
+        let (m, n, k) = (8 * m8 - d, 8 * n8 - d, 8 * k8 + d);
+        let t = |b: bool| if b { Trans::T } else { Trans::N };
+        let case = GemmCase { gemm: layout(m, n, k, t(ta), t(tb), 0, 1.0, beta), seed, offset: 0 };
+        let ep = EpilogueSpec { bias, gelu, residual };
+        for ctx in common::property_backends("gemm_tc_layouts_outputs_and_epilogues", common::cases(CASES)) {
+            if out16 {
+                every::<bf16>(&ctx, case, ep);
+            } else {
+                every::<f32>(&ctx, case, ep);
+            }
         }
     }
 }
@@ -121,8 +169,17 @@ fn launcher_refuses_what_it_cannot_run() {
         }
         other => panic!("expected InvalidArgument, got {other:?}"),
     };
-    let t = Gemm::new(8, 8, 8).transposed(Trans::T, Trans::N);
-    expect(gemm_tc::gemm_tc(&ctx, &t, a.as_view(), b.as_view(), c.as_view_mut()), "Trans::N");
+    let mut c16 = ctx.upload(&[f16::ZERO; 64]).unwrap();
+    let plain = Gemm::new(8, 8, 8);
+    let v = &VERSIONS[0];
+    let none = gemm_tc::Epilogue::default();
+    expect(gemm_tc::gemm_tc_ex(&ctx, v, &plain, a.as_view(), b.as_view(), c16.as_view_mut(), &none), "input type");
+    let short_bias = ctx.upload(&[0f32; 7]).unwrap();
+    let ep = gemm_tc::Epilogue { bias: Some(short_bias.as_view()), gelu: false, residual: None };
+    expect(gemm_tc::gemm_tc_ex(&ctx, v, &plain, a.as_view(), b.as_view(), c.as_view_mut(), &ep), "bias");
+    let short_res = ctx.upload(&[0f32; 63]).unwrap();
+    let ep = gemm_tc::Epilogue { bias: None, gelu: false, residual: Some(short_res.as_view()) };
+    expect(gemm_tc::gemm_tc_ex(&ctx, v, &plain, a.as_view(), b.as_view(), c.as_view_mut(), &ep), "residual");
     let batched = Gemm::new(4, 4, 4).batched(2);
     expect(gemm_tc::gemm_tc(&ctx, &batched, a.as_view(), b.as_view(), c.as_view_mut()), "batch");
     let big = Gemm::new(9, 8, 8);

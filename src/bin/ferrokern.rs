@@ -76,6 +76,13 @@ struct VerifyArgs {
     trans_b: bool,
     #[arg(long)]
     batch: Option<usize>,
+    /// gemm with --dtype bf16|f16: C in the input type instead of f32.
+    #[arg(long)]
+    out16: bool,
+    /// gemm with --dtype bf16|f16: fused epilogue, any of `bias`, `gelu`, `residual`
+    /// (comma-separated).
+    #[arg(long)]
+    epilogue: Option<String>,
     #[arg(long, allow_negative_numbers = true)]
     alpha: Option<f32>,
     #[arg(long, allow_negative_numbers = true)]
@@ -171,6 +178,8 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
         ("--trans-a", a.trans_a),
         ("--trans-b", a.trans_b),
         ("--batch", a.batch.is_some()),
+        ("--out16", a.out16),
+        ("--epilogue", a.epilogue.is_some()),
         ("--alpha", a.alpha.is_some()),
         ("--beta", a.beta.is_some()),
         ("--heads", a.heads.is_some()),
@@ -712,11 +721,23 @@ fn gemm_selected(filter: Option<&str>) -> bool {
 /// hidden `--kernel NAME`, any version of the ladder (or the broken `bug_no_edge_guard`).
 fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     use ferrokern::gemm::{self, Gemm, Trans};
-    let allowed = ["--m", "--n", "--k", "--trans-a", "--trans-b", "--batch", "--alpha", "--beta", "--kernel"];
+    let allowed = [
+        "--m",
+        "--n",
+        "--k",
+        "--trans-a",
+        "--trans-b",
+        "--batch",
+        "--out16",
+        "--epilogue",
+        "--alpha",
+        "--beta",
+        "--kernel",
+    ];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta); remove {}",
+            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue); remove {}",
             stray.join(", ")
         ));
     }
@@ -735,6 +756,9 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     };
     if tensor_cores {
         return run_verify_gemm_tc(&a, m, n, k);
+    }
+    if a.out16 || a.epilogue.is_some() {
+        return bad_args("--out16 and --epilogue apply to the tensor-core gemm: add --dtype bf16 or f16");
     }
     let version = match a.kernel.as_deref() {
         None => None,
@@ -777,16 +801,31 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     report_exit(verify::gemm_with(&ctx, &case, v))
 }
 
-/// `verify gemm --dtype bf16|f16`: the tensor-core path (NN, f32 C).
+/// `verify gemm --dtype bf16|f16`: the tensor-core path (any layout, f32 or 16-bit C, an
+/// optional fused epilogue).
 fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode {
-    use ferrokern::gemm::Gemm;
+    use ferrokern::gemm::{Gemm, Trans};
     use ferrokern::gemm_tc;
-    if a.trans_a || a.trans_b || a.batch.is_some_and(|b| b != 1) {
-        return bad_args(
-            "the tensor-core gemm runs NN with batch 1 today; remove --trans-a/--trans-b/--batch, or use --dtype f32",
-        );
+    use half::{bf16, f16};
+    if a.batch.is_some_and(|b| b != 1) {
+        return bad_args("the tensor-core gemm runs one matrix; remove --batch, or use --dtype f32");
     }
-    let g = Gemm::new(m, n, k).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
+    let mut ep = verify::EpilogueSpec::default();
+    for part in a.epilogue.as_deref().unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+        match part.trim() {
+            "bias" => ep.bias = true,
+            "gelu" => ep.gelu = true,
+            "residual" => ep.residual = true,
+            other => {
+                return bad_args(format!(
+                    "unknown epilogue part `{other}`: use bias, gelu, residual (comma-separated)"
+                ));
+            }
+        }
+    }
+    let t = |b: bool| if b { Trans::T } else { Trans::N };
+    let g =
+        Gemm::new(m, n, k).transposed(t(a.trans_a), t(a.trans_b)).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -806,19 +845,23 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
     println!(
-        "verify gemm m={m} n={n} k={k} alpha={} beta={} dtype={} backend={} version={} seed={seed} offset={}",
+        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} seed={seed} offset={}",
+        g.trans_a,
+        g.trans_b,
         g.alpha,
         g.beta,
         a.dtype,
+        if a.out16 { a.dtype.as_str() } else { "f32" },
         ctx.backend(),
         version.name,
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
-    let result = if a.dtype == "bf16" {
-        verify::gemm_tc_with::<half::bf16>(&ctx, &case, version)
-    } else {
-        verify::gemm_tc_with::<half::f16>(&ctx, &case, version)
+    let result = match (a.dtype.as_str(), a.out16) {
+        ("bf16", false) => verify::gemm_tc_ex_with::<bf16, f32>(&ctx, &case, ep, version),
+        ("bf16", true) => verify::gemm_tc_ex_with::<bf16, bf16>(&ctx, &case, ep, version),
+        (_, false) => verify::gemm_tc_ex_with::<f16, f32>(&ctx, &case, ep, version),
+        (_, true) => verify::gemm_tc_ex_with::<f16, f16>(&ctx, &case, ep, version),
     };
     report_exit(result)
 }

@@ -233,12 +233,18 @@ pub fn wgmma_wait<const N: u32>() {
 }
 
 /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.{bf16,f16}`: `d = A * B + (scale_d ? d : 0)`
-/// with A K-major at `a` and B at `b`, K-major (`TRANS_B = 0`) or N-major (`TRANS_B = 1`).
+/// with A at `a`, K-major (`TRANS_A = 0`) or M-major (`1`), and B at `b`, K-major
+/// (`TRANS_B = 0`) or N-major (`1`).
 /// All 128 threads of the warpgroup execute it with the same descriptors; `d` is this
 /// thread's 64-register fragment (layout in the module docs). Asynchronous: `d` and the
 /// shared operands belong to the tensor cores until a [`wgmma_wait`] covers its group.
 #[inline(always)]
 #[track_caller]
-pub fn wgmma_m64n128k16<T: MmaInput, const TRANS_B: u32>(d: &mut [f32; 64], a: SmemDesc, b: SmemDesc, scale_d: bool) {
-    imp::wgmma_m64n128k16::<TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
+pub fn wgmma_m64n128k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 64],
+    a: SmemDesc,
+    b: SmemDesc,
+    scale_d: bool,
+) {
+    imp::wgmma_m64n128k16::<TRANS_A, TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
 }

@@ -454,7 +454,7 @@ mod no_hopper {
     pub fn wgmma_wait<const N: u32>() {
         unavailable()
     }
-    pub fn wgmma_m64n128k16<const TRANS_B: u32>(
+    pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
         _: crate::device::mma::MmaKind,
         _: &mut [f32; 64],
         _: u64,

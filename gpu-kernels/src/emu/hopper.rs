@@ -361,7 +361,13 @@ fn to_f32(kind: MmaKind, h: u16) -> f32 {
 }
 
 #[track_caller]
-pub fn wgmma_m64n128k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 64], a: u64, b: u64, scale_d: bool) {
+pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
+    kind: MmaKind,
+    d: &mut [f32; 64],
+    a: u64,
+    b: u64,
+    scale_d: bool,
+) {
     const N: u32 = 128;
     let t = current();
     let block = t.block();
@@ -409,7 +415,7 @@ pub fn wgmma_m64n128k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 64], a:
     let mut a_rows = [[0f32; 16]; 2];
     for (ri, &r) in rows.iter().enumerate() {
         for k in 0..16 {
-            a_rows[ri][k as usize] = read(desc_addr(a, r, k, false, at));
+            a_rows[ri][k as usize] = read(desc_addr(a, r, k, TRANS_A != 0, at));
         }
     }
     for i in 0..N / 8 {

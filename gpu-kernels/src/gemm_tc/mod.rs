@@ -10,8 +10,10 @@
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
 //! # Semantics
-//! NN, row-major with leading dimensions: A is `M x K` (`lda`), B is `K x N` (`ldb`), C is
-//! `M x N` (`ldc`). Any `M, N, K >= 0`: `K = 0` gives `beta * C`, `beta = 0` does not read C.
+//! Row-major with leading dimensions: A is `M x K` (`lda`) or, transposed, stored `K x M`; B
+//! is `K x N` (`ldb`) or stored `N x K`; C is `M x N` (`ldc`), f32 or the input type. Any
+//! `M, N, K >= 0`: `K = 0` gives `beta * C`, `beta = 0` does not read C. The epilogue
+//! ([`store`]) adds a per-column bias, applies GELU and adds a residual, each optional.
 //!
 //! # Safety
 //! The launcher guarantees every view holds the elements the shape reaches, the grid covers
@@ -21,7 +23,7 @@
 //! staged with guarded scalar loads. Every global access is guarded against `M, N, K`.
 
 use crate::device::mma::MmaInput;
-use crate::device::{Global, GlobalMut};
+use crate::device::{Global, GlobalMut, math};
 
 pub mod probe;
 pub mod v01_mma;
@@ -41,14 +43,63 @@ pub struct TcParams<T: MmaInput> {
     pub vec_a: u32,
     /// Nonzero: B's rows may be copied in 16-byte chunks.
     pub vec_b: u32,
+    /// Nonzero: A is stored transposed (`K x M`, `lda >= M`); B likewise (`N x K`).
+    pub trans_a: u32,
+    pub trans_b: u32,
+    /// Epilogue: nonzero applies GELU (tanh form) after bias.
+    pub gelu: u32,
+    /// Nonzero: C (and the residual) have the input type `T`, through `c16` / `res16`;
+    /// zero: f32, through `c` / `res`.
+    pub out16: u32,
     pub alpha: f32,
     pub beta: f32,
     pub a: Global<T>,
     pub b: Global<T>,
     pub c: GlobalMut<f32>,
+    pub c16: GlobalMut<T>,
+    /// Epilogue: `bias[j]` added to column `j` (empty: none).
+    pub bias: Global<f32>,
+    /// Epilogue: a residual with C's shape, leading dimension and type, added last (empty: none).
+    pub res: Global<f32>,
+    pub res16: Global<T>,
     /// Versions on TMA: the global address of two tensor-map slots (A's, then B's), each
     /// [`crate::device::hopper::TENSOR_MAP_BYTES`]; 0 for the others.
     pub maps: u64,
+}
+
+/// The epilogue every version applies to accumulator `acc` of C element (`i`, `j`), guarded
+/// against the matrix edges: `v = alpha acc + beta C + bias[j]`, then GELU, then `+ residual`,
+/// stored as f32 or rounded (to nearest even) to `T`.
+#[inline(always)]
+#[track_caller]
+pub fn store<T: MmaInput>(p: &TcParams<T>, i: u32, j: u32, acc: f32) {
+    use crate::elementwise::{ElementwiseOp, Gelu};
+    if i >= p.m || j >= p.n {
+        return;
+    }
+    let at = i as usize * p.ldc as usize + j as usize;
+    let mut v = p.alpha * acc;
+    if p.beta != 0.0 {
+        let c = if p.out16 != 0 { p.c16.load(at).to_f32() } else { p.c.load(at) };
+        v = math::fma(p.beta, c, v);
+    }
+    if !p.bias.is_empty() {
+        v += p.bias.load(j as usize);
+    }
+    if p.gelu != 0 {
+        v = Gelu::apply(0.0, v, 0.0);
+    }
+    if p.out16 != 0 {
+        if !p.res16.is_empty() {
+            v += p.res16.load(at).to_f32();
+        }
+        p.c16.store(at, T::from_f32(v));
+    } else {
+        if !p.res.is_empty() {
+            v += p.res.load(at);
+        }
+        p.c.store(at, v);
+    }
 }
 
 /// A version's tile shape; threads, fragment counts and shared layout are derived.
@@ -89,11 +140,21 @@ impl TcTiling {
     pub const fn b_ld(self) -> u32 {
         self.bn + self.pad
     }
+    /// Row pitch of the transposed layouts' tiles: A^T as `bk x bm`, B^T as `bn x bk`.
+    pub const fn at_ld(self) -> u32 {
+        self.bm + self.pad
+    }
+    pub const fn bt_ld(self) -> u32 {
+        self.bk + self.pad
+    }
+    /// Elements of one stage's A and B tiles: room for either layout.
     pub const fn a_tile(self) -> u32 {
-        self.bm * self.a_ld()
+        let (n, t) = (self.bm * self.a_ld(), self.bk * self.at_ld());
+        if n > t { n } else { t }
     }
     pub const fn b_tile(self) -> u32 {
-        self.bk * self.b_ld()
+        let (n, t) = (self.bk * self.b_ld(), self.bn * self.bt_ld());
+        if n > t { n } else { t }
     }
     /// Byte offsets of stage `s`'s A and B tiles (2-byte elements).
     pub const fn a_offset(self, s: u32) -> u32 {
@@ -122,6 +183,8 @@ impl TcTiling {
         assert!(self.mi() <= 8 && self.ni() <= 8, "register tiles are unrolled up to 8");
         assert!(self.stages == 2, "the pipeline is written for two stages");
         assert!((2 * self.a_ld()).is_multiple_of(16) && (2 * self.b_ld()).is_multiple_of(16), "rows 16-byte aligned");
+        assert!((2 * self.at_ld()).is_multiple_of(16) && (2 * self.bt_ld()).is_multiple_of(16), "rows 16-byte aligned");
+        assert!(self.bm.is_multiple_of(8) && self.bn.is_multiple_of(8), "transposed tiles copy 8-element chunks");
         assert!(
             self.a_chunks().is_multiple_of(t) && self.b_chunks().is_multiple_of(t),
             "every thread copies as many chunks"
@@ -198,11 +261,12 @@ impl TcConfig {
             TcConfig::Wgmma(_) => Some("sm_90a"),
         }
     }
-    /// Whether the launcher must encode TMA tensor maps (A box, B box) for it.
-    pub const fn tma_boxes(self) -> Option<([u32; 2], [u32; 2])> {
+    /// The TMA boxes (A's, B's) the launcher encodes tensor maps for, per layout; `None` for
+    /// versions without TMA.
+    pub const fn tma_boxes(self, trans_a: bool, trans_b: bool) -> Option<([u32; 2], [u32; 2])> {
         match self {
             TcConfig::Mma(_) => None,
-            TcConfig::Wgmma(t) => Some((t.a_box(), t.b_box())),
+            TcConfig::Wgmma(t) => Some((t.a_box(trans_a), t.b_box(trans_b))),
         }
     }
 }

@@ -12,9 +12,9 @@
 //! row addresses of one ldmatrix fall in distinct banks.
 
 use super::{TcParams, TcTiling};
+use crate::device::Shared;
 use crate::device::mma::{self, MmaInput, cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix};
 use crate::device::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
-use crate::device::{Shared, math};
 use crate::gemm::unroll8;
 
 pub const TILING: TcTiling = TcTiling { bm: 128, bn: 128, bk: 32, wm: 64, wn: 32, stages: 2, pad: 8 }.check();
@@ -30,6 +30,8 @@ const THREADS: u32 = TILING.threads();
 const WARPS_N: u32 = BN / WN;
 const A_LD: u32 = TILING.a_ld();
 const B_LD: u32 = TILING.b_ld();
+const AT_LD: u32 = TILING.at_ld();
+const BT_LD: u32 = TILING.bt_ld();
 const CH_A: u32 = TILING.a_chunks() / THREADS;
 const CH_B: u32 = TILING.b_chunks() / THREADS;
 
@@ -69,7 +71,8 @@ fn copy_chunk<T: MmaInput>(
     }
 }
 
-/// Issues the copies of k-step `k0` into stage `s`.
+/// Issues the copies of k-step `k0` into stage `s`. As stored, A's tile is `bm x bk` and
+/// B's `bk x bn`; transposed, A's is `bk x bm` (stored `K x M`) and B's `bn x bk`.
 #[inline(always)]
 #[track_caller]
 fn load_stage<T: MmaInput>(p: &TcParams<T>, s: u32, i0: u32, j0: u32, k0: u32, t: u32) {
@@ -78,15 +81,25 @@ fn load_stage<T: MmaInput>(p: &TcParams<T>, s: u32, i0: u32, j0: u32, k0: u32, t
     let mut q = 0;
     while q < CH_A {
         let ch = t + q * THREADS;
-        let (r, c) = (ch / (BK / 8), (ch % (BK / 8)) * 8);
-        copy_chunk(p.a, p.lda, p.m, p.k, i0 + r, k0 + c, a_s, r * A_LD + c, p.vec_a != 0);
+        if p.trans_a == 0 {
+            let (r, c) = (ch / (BK / 8), (ch % (BK / 8)) * 8);
+            copy_chunk(p.a, p.lda, p.m, p.k, i0 + r, k0 + c, a_s, r * A_LD + c, p.vec_a != 0);
+        } else {
+            let (r, c) = (ch / (BM / 8), (ch % (BM / 8)) * 8);
+            copy_chunk(p.a, p.lda, p.k, p.m, k0 + r, i0 + c, a_s, r * AT_LD + c, p.vec_a != 0);
+        }
         q += 1;
     }
     let mut q = 0;
     while q < CH_B {
         let ch = t + q * THREADS;
-        let (r, c) = (ch / (BN / 8), (ch % (BN / 8)) * 8);
-        copy_chunk(p.b, p.ldb, p.k, p.n, k0 + r, j0 + c, b_s, r * B_LD + c, p.vec_b != 0);
+        if p.trans_b == 0 {
+            let (r, c) = (ch / (BN / 8), (ch % (BN / 8)) * 8);
+            copy_chunk(p.b, p.ldb, p.k, p.n, k0 + r, j0 + c, b_s, r * B_LD + c, p.vec_b != 0);
+        } else {
+            let (r, c) = (ch / (BK / 8), (ch % (BK / 8)) * 8);
+            copy_chunk(p.b, p.ldb, p.n, p.k, j0 + r, k0 + c, b_s, r * BT_LD + c, p.vec_b != 0);
+        }
         q += 1;
     }
 }
@@ -94,25 +107,46 @@ fn load_stage<T: MmaInput>(p: &TcParams<T>, s: u32, i0: u32, j0: u32, k0: u32, t
 /// The warp's mma over one stage: `BK / 16` steps of `MI x NI` m16n8k16.
 #[inline(always)]
 #[track_caller]
-fn compute<T: MmaInput>(s: u32, wr: u32, wc: u32, lane: u32, acc: &mut [[[f32; 4]; NI]; MI]) {
+fn compute<T: MmaInput>(
+    s: u32,
+    wr: u32,
+    wc: u32,
+    lane: u32,
+    trans_a: bool,
+    trans_b: bool,
+    acc: &mut [[[f32; 4]; NI]; MI],
+) {
     let a_s = Shared::<T>::at(TILING.a_offset(s), TILING.a_tile());
     let b_s = Shared::<T>::at(TILING.b_offset(s), TILING.b_tile());
     let mut kk = 0;
     while kk < BK {
-        // A: lanes 0-15 give rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8:
-        // matrices (rows 0-7, 8-15) x (cols kk, kk+8) = registers 0..3 of the A fragment.
         let mut af = [[0u32; 4]; MI];
         unroll8!(mi < MI => {
-            let row = wr * WM + mi as u32 * 16 + lane % 16;
-            af[mi] = ldmatrix::<T, 4>(a_s, row * A_LD + kk + (lane / 16) * 8, false);
+            let m0 = wr * WM + mi as u32 * 16;
+            af[mi] = if !trans_a {
+                // Lanes 0-15 give rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8:
+                // matrices (rows 0-7, 8-15) x (cols kk, kk+8) = registers 0..3 of the fragment.
+                ldmatrix::<T, 4>(a_s, (m0 + lane % 16) * A_LD + kk + (lane / 16) * 8, false)
+            } else {
+                // Stored k x m: transposed 8x8 loads; matrix j = (m half j % 2, k half j / 2).
+                let krow = kk + lane % 8 + (lane / 16) * 8;
+                ldmatrix::<T, 4>(a_s, krow * AT_LD + m0 + ((lane / 8) % 2) * 8, true)
+            };
         });
-        // B (row-major k x n): transposed 8x8 loads give the "col" fragment; matrices are
-        // (k 0-7, k 8-15) x (n 0-7, n 8-15): two n8 tiles' b0/b1 per load.
         let mut bf = [[0u32; 2]; NI];
         unroll8!(nj < NI / 2 => {
-            let krow = kk + lane % 8 + ((lane / 8) % 2) * 8;
-            let col = wc * WN + nj as u32 * 16 + (lane / 16) * 8;
-            let r = ldmatrix::<T, 4>(b_s, krow * B_LD + col, true);
+            let n0 = wc * WN + nj as u32 * 16;
+            let r = if !trans_b {
+                // B (row-major k x n): transposed 8x8 loads give the "col" fragment; matrices
+                // are (k 0-7, k 8-15) x (n 0-7, n 8-15): two n8 tiles' b0/b1 per load.
+                let krow = kk + lane % 8 + ((lane / 8) % 2) * 8;
+                ldmatrix::<T, 4>(b_s, krow * B_LD + n0 + (lane / 16) * 8, true)
+            } else {
+                // Stored n x k: plain 8x8 loads are already the "col" fragment; matrices
+                // (n 0-7: k 0-7, k 8-15), (n 8-15: k 0-7, k 8-15).
+                let nrow = n0 + lane % 8 + (lane / 16) * 8;
+                ldmatrix::<T, 4>(b_s, nrow * BT_LD + kk + ((lane / 8) % 2) * 8, false)
+            };
             bf[2 * nj] = [r[0], r[1]];
             bf[2 * nj + 1] = [r[2], r[3]];
         });
@@ -147,7 +181,7 @@ pub fn run<T: MmaInput>(p: TcParams<T>) {
         cp_async_wait_group::<1>();
         // Every thread's copies of stage s are in; the barrier makes them visible to all.
         sync_threads();
-        compute::<T>(s % 2, wr, wc, lane, &mut acc);
+        compute::<T>(s % 2, wr, wc, lane, p.trans_a != 0, p.trans_b != 0, &mut acc);
         // All reads of stage s % 2 are done before step s + 1 issues copies into it.
         sync_threads();
         s += 1;
@@ -159,12 +193,7 @@ pub fn run<T: MmaInput>(p: TcParams<T>) {
             unroll8!(e < 4 => {
                 let i = i0 + wr * WM + mi as u32 * 16 + g + 8 * (e as u32 / 2);
                 let j = j0 + wc * WN + ni as u32 * 8 + 2 * tg + e as u32 % 2;
-                if i < p.m && j < p.n {
-                    let at = i as usize * p.ldc as usize + j as usize;
-                    let ab = p.alpha * acc[mi][ni][e];
-                    let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
-                    p.c.store(at, v);
-                }
+                super::store(&p, i, j, acc[mi][ni][e]);
             });
         });
     });

@@ -19,9 +19,12 @@
 //! `empty` barrier (8 arrivals complete a phase).
 //!
 //! # Shared layout (per stage, 1024-byte aligned, 128-byte swizzle)
-//! A: 128 rows x 128 bytes (K-major: 64 k per row), SBO = 1024 (8 rows). B: two panels of
-//! 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024 (8 k-rows), LBO = 8192
-//! (next 64 columns). A k-step of 16 advances A's start by 32 bytes and B's by 2048.
+//! A as stored: 128 rows x 128 bytes (K-major: 64 k per row), SBO = 1024 (8 rows); A
+//! transposed (stored K x M): two panels of 64 k-rows x 128 bytes (M-major), one per consumer.
+//! B as stored: two panels of 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024
+//! (8 k-rows), LBO = 8192 (next 64 columns); B transposed (stored N x K): 128 rows x 128
+//! bytes, K-major. A k-step of 16 advances a K-major start by 32 bytes, an MN-major one by
+//! 2048 (16 rows).
 //!
 //! # Edges
 //! TMA zero-fills box elements outside the tensors, so any M, N, K works with no predicates
@@ -32,7 +35,6 @@ use crate::device::hopper::{
     Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence,
     wgmma_m64n128k16, wgmma_wait,
 };
-use crate::device::math;
 use crate::device::mma::MmaInput;
 use crate::device::thread::{block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::unroll8;
@@ -54,12 +56,15 @@ impl WgmmaTiling {
     pub const fn a_bytes(self) -> u32 {
         self.bm * self.bk * 2
     }
-    /// One B panel: `bk` rows of 64 columns (128 bytes).
+    pub const fn b_bytes(self) -> u32 {
+        self.bn * self.bk * 2
+    }
+    /// One MN-major panel: `bk` rows of 64 elements (128 bytes).
     pub const fn panel_bytes(self) -> u32 {
         self.bk * 128
     }
     pub const fn stage_bytes(self) -> u32 {
-        self.a_bytes() + (self.bn / 64) * self.panel_bytes()
+        self.a_bytes() + self.b_bytes()
     }
     pub const fn a_offset(self, s: u32) -> u32 {
         s * self.stage_bytes()
@@ -76,12 +81,15 @@ impl WgmmaTiling {
     pub const fn shared_bytes(self) -> u32 {
         self.empty_bar(self.stages)
     }
-    /// The A box (`bk` x `bm`) and one B box (64 x `bk`), in elements (contiguous dim first).
-    pub const fn a_box(self) -> [u32; 2] {
-        [self.bk, self.bm]
+    /// The TMA box of A and of B, in elements (contiguous dimension first). As stored, A
+    /// comes in one `bk x bm` box (K contiguous) and B in `bn / 64` panels of `64 x bk`;
+    /// transposed, A comes in `bm / 64` panels of `64 x bk` (M contiguous) and B in one
+    /// `bk x bn` box (K contiguous). Either way a stage is [`WgmmaTiling::stage_bytes`].
+    pub const fn a_box(self, trans: bool) -> [u32; 2] {
+        if trans { [64, self.bk] } else { [self.bk, self.bm] }
     }
-    pub const fn b_box(self) -> [u32; 2] {
-        [64, self.bk]
+    pub const fn b_box(self, trans: bool) -> [u32; 2] {
+        if trans { [self.bk, self.bn] } else { [64, self.bk] }
     }
     pub const fn check(self) -> Self {
         assert!(self.bk * 2 == 128, "a k-step is one 128-byte swizzle row of A (64 halves)");
@@ -157,12 +165,25 @@ pub fn run_with<T: MmaInput, const BUG: u32>(p: TcParams<T>) {
                 }
                 full(s).arrive_expect_tx(TILING.stage_bytes());
                 let k0 = (i * TILING.bk) as i32;
-                tma_load_2d(TILING.a_offset(s), a_map, k0, i0 as i32, full(s));
-                let mut panel = 0;
-                while panel < TILING.bn / 64 {
-                    let dst = TILING.b_offset(s) + panel * TILING.panel_bytes();
-                    tma_load_2d(dst, b_map, (j0 + 64 * panel) as i32, k0, full(s));
-                    panel += 1;
+                let mut q = 0;
+                if p.trans_a == 0 {
+                    tma_load_2d(TILING.a_offset(s), a_map, k0, i0 as i32, full(s));
+                } else {
+                    while q < TILING.bm / 64 {
+                        let dst = TILING.a_offset(s) + q * TILING.panel_bytes();
+                        tma_load_2d(dst, a_map, (i0 + 64 * q) as i32, k0, full(s));
+                        q += 1;
+                    }
+                }
+                if p.trans_b == 0 {
+                    q = 0;
+                    while q < TILING.bn / 64 {
+                        let dst = TILING.b_offset(s) + q * TILING.panel_bytes();
+                        tma_load_2d(dst, b_map, (j0 + 64 * q) as i32, k0, full(s));
+                        q += 1;
+                    }
+                } else {
+                    tma_load_2d(TILING.b_offset(s), b_map, k0, j0 as i32, full(s));
                 }
                 i += 1;
             }
@@ -179,11 +200,29 @@ pub fn run_with<T: MmaInput, const BUG: u32>(p: TcParams<T>) {
         }
         wgmma_fence();
         let a_swizzle = if BUG == bug::A_LAYOUT { Swizzle::B64 } else { Swizzle::B128 };
-        let a = SmemDesc::new(smem_addr(TILING.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle);
-        let b = SmemDesc::new(smem_addr(TILING.b_offset(s)), TILING.panel_bytes(), 1024, Swizzle::B128);
+        // K-major tiles (A as stored, B transposed): 128-byte rows of 64 k, a k-step is 32
+        // bytes on. MN-major ones (A transposed, B as stored): panels of 64 k-rows, a k-step is
+        // 16 rows (2048 bytes) on, the next 64 columns a panel (LBO) on.
+        let (a, a_step) = if p.trans_a == 0 {
+            (SmemDesc::new(smem_addr(TILING.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle), 32)
+        } else {
+            let panel = TILING.a_offset(s) + wg * TILING.panel_bytes();
+            (SmemDesc::new(smem_addr(panel), TILING.panel_bytes(), 1024, a_swizzle), 2048)
+        };
+        let (b, b_step) = if p.trans_b == 0 {
+            (SmemDesc::new(smem_addr(TILING.b_offset(s)), TILING.panel_bytes(), 1024, Swizzle::B128), 2048)
+        } else {
+            (SmemDesc::new(smem_addr(TILING.b_offset(s)), 16, 1024, Swizzle::B128), 32)
+        };
         let mut kk = 0;
         while kk < TILING.bk / 16 {
-            wgmma_m64n128k16::<T, 1>(&mut acc, a.advance(32 * kk), b.advance(16 * 128 * kk), true);
+            let (ak, bk) = (a.advance(a_step * kk), b.advance(b_step * kk));
+            match (p.trans_a != 0, p.trans_b != 0) {
+                (false, false) => wgmma_m64n128k16::<T, 0, 1>(&mut acc, ak, bk, true),
+                (false, true) => wgmma_m64n128k16::<T, 0, 0>(&mut acc, ak, bk, true),
+                (true, false) => wgmma_m64n128k16::<T, 1, 1>(&mut acc, ak, bk, true),
+                (true, true) => wgmma_m64n128k16::<T, 1, 0>(&mut acc, ak, bk, true),
+            }
             kk += 1;
         }
         wgmma_commit();
@@ -211,12 +250,7 @@ pub fn run_with<T: MmaInput, const BUG: u32>(p: TcParams<T>) {
             let (n8, j) = (r as u32 / 4, r as u32 % 4);
             let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
             let col = j0 + 8 * n8 + 2 * tq + j % 2;
-            if row < p.m && col < p.n {
-                let at = row as usize * p.ldc as usize + col as usize;
-                let ab = p.alpha * acc[r];
-                let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
-                p.c.store(at, v);
-            }
+            super::store(&p, row, col, acc[r]);
         });
     });
 }
