@@ -148,6 +148,18 @@ pub fn sync_warp(mask: u32) {
 pub fn exp2_approx(x: f32) -> f32 {
     x.exp2()
 }
+pub fn opaque_u32(x: u32) -> u32 {
+    x
+}
+pub fn opaque_usize(x: usize) -> usize {
+    x
+}
+pub fn exp2_approx_ftz(x: f32) -> f32 {
+    // Subnormal inputs count as zero and subnormal results flush to (sign-preserving) zero.
+    let x = if x.is_subnormal() { 0.0 } else { x };
+    let r = x.exp2();
+    if r.is_subnormal() { 0.0 } else { r }
+}
 pub fn log2_approx(x: f32) -> f32 {
     x.log2()
 }
@@ -164,4 +176,4 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
 }
 
-pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix, mma_m16n8k16};
+pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, cvt_pack_f32x2, ldmatrix, mma_m16n8k16};
