@@ -339,7 +339,7 @@ pub fn check(ctx: &Context, case: &AttentionCase) -> Result<Report> {
     check_with(ctx, case, None)
 }
 
-/// As [`check`], with a chosen version (`None`: the one [`attention`] picks).
+/// As [`check()`], with a chosen version (`None`: the one [`attention`] picks).
 pub fn check_with(ctx: &Context, case: &AttentionCase, version: Option<&AttentionVersion>) -> Result<Report> {
     match case.dtype {
         DType::BF16 => check_t::<bf16>(ctx, case, version),

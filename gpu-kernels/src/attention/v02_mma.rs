@@ -8,11 +8,14 @@
 //! The forward pass is `4 * batch * heads * seq_q * seq_k * d` FLOPs (half of it when
 //! causal). An H200 (sm_90) peaks at about 990 TFLOP/s dense bf16, but only through `wgmma`;
 //! `mma.sync` on Hopper reaches roughly 60-70 % of that (about 600-690 TFLOP/s) for a pure
-//! GEMM, so it is this kernel's ceiling. For `b4 h16 s2048 d128` (275 GFLOP non-causal) that is
-//! 0.28 ms at 990 TFLOP/s and about 0.40-0.46 ms at the mma.sync ceiling; attention also
-//! spends MUFU time on `ex2` (one per score: 16 per clock per SM against 1024 bf16 FMAs per
-//! clock per SM for mma.sync), which FlashAttention-2 on Hopper leaves near 35-50 % of peak.
-//! The bench reports TFLOP/s and the ratio to PyTorch's SDPA measured in the same run.
+//! GEMM, which is this kernel's ceiling. For `b4 h16 s2048 d128` non-causal (137 GFLOP) that is
+//! 0.14 ms at 990 TFLOP/s and 0.20-0.23 ms at the mma.sync ceiling. Attention also needs one
+//! `ex2` per score against `4 d` FLOPs per score: at wgmma's peak (about 4096 FLOP per clock per
+//! SM) and d = 64 that is 16 `ex2` per clock per SM, all of the MUFU unit's throughput, and
+//! half of it at d = 128, so the softmax competes with the mma for issue slots. The
+//! FlashAttention-3 paper puts FlashAttention-2 (the mma.sync design this follows) at about
+//! 35 % utilization of an H100. The bench reports TFLOP/s and the ratio to PyTorch's SDPA
+//! measured in the same run; nothing is measured yet.
 //!
 //! # Thread mapping
 //! A block of [`WARPS`] warps owns [`BM`] consecutive queries of one (batch, head): grid
@@ -42,13 +45,23 @@
 //! causal diagonal or the end of the keys take the masked softmax path.
 //! The output goes through shared memory (stage 0's K slot) so that global stores are 16 bytes.
 //!
-//! Registers (ptxas, see tests/ptxas.rs): 4 warps x 16 rows per block rather than 8 warps x
-//! 128 rows: the per-thread state is the same either way (d = 128: O 64, Q 32, S 32 f32/b32
-//! registers), so the block size only decides occupancy; at about 170 registers one SM's
-//! 64K-register file holds 12 warps, three 4-warp blocks (68 KB of shared memory each fits
-//! three times in Hopper's 227 KB) but only one 8-warp block.
-//! Head dim 256 is not built: O (128) + Q (64) + S (32) registers alone exceed what a thread
-//! can hold without spilling.
+//! # Registers and occupancy (ptxas 12.9, `tests/ptxas.rs` prints them)
+//! The per-thread state is O (`D / 2` f32), Q's fragments (`D / 4` b32) and S (32 f32):
+//! 128 registers of state at d = 128 before addresses and temporaries. ptxas allocates
+//! 137 (sm_80) / 153 (sm_90) registers at d = 64 and 183 at d = 128, no spills, no local memory.
+//! That decides 4 warps x 16 rows per block over 8 warps x 16 (128 rows): the per-thread state
+//! is the same either way, so the block size only sets the granularity an SM is filled in.
+//! At 183 registers an SM's 64K-register file holds 11 warps: two 4-warp blocks (8 warps, 136
+//! KB of shared memory at d = 128), where 8-warp blocks would fit only one (8 warps too, but a
+//! 128-row block also wastes more rows on short and causal sequences). At d = 64 three 4-warp
+//! blocks fit (12 warps) against one 8-warp block. 64 rows per block also halves the work
+//! quantum of the last, partial query tile. Keeping the register count low needed care: LLVM
+//! hoists `lane-dependent base + constant` out of the loop into one register per constant
+//! (per ldmatrix, cp.async and mask column); [`hint::opaque_u32`] and comparing constants
+//! against `limit - 2 t` keep those as immediate offsets (from 255 registers with spills at
+//! d = 128 to 183).
+//! Head dim 256 is not built: O (128) + Q (64) + S (32) registers alone leave too little of
+//! the 255 a thread can address; it would need Q re-read from shared memory per k-step.
 //!
 //! # Safety
 //! The launcher guarantees the view lengths match the shapes, `d` is this kernel's `D`,
@@ -203,9 +216,11 @@ fn copy_tile<T: MmaInput>(
     per_thread: u32,
 ) {
     let step = cfg.threads() / cfg.row_chunks();
+    // Compared with constants q * step (not first_row + q * step: that hoists a register each).
+    let rows_left = avail.saturating_sub(first_row);
     let mut q = 0;
     while q < per_thread {
-        let inside = first_row + ((q * step) as usize) < avail;
+        let inside = ((q * step) as usize) < rows_left;
         // Rows past the end pass index 0 (never read: zero bytes), so no address leaves the view.
         let si = if inside { src_at + (q * step) as usize * cfg.d as usize } else { 0 };
         cp_async_16(dst, dst_at + q * step * cfg.ld(), src, si, if inside { 16 } else { 0 });
@@ -254,8 +269,10 @@ fn softmax_tile<const MASKED: bool, const ND: usize>(
     lim: [i32; 2],
     t: u32,
 ) {
-    let visible =
-        |nt: usize, e: usize| -> bool { !MASKED || ((nt * 8) as i32 + (2 * t) as i32 + (e % 2) as i32) < lim[e / 2] };
+    // Column 8 nt + 2 t + e % 2 against the limit, as a constant against limit - 2 t (the
+    // other way round LLVM keeps 2 t + constant in a register per column).
+    let lim = [lim[0] - (2 * t) as i32, lim[1] - (2 * t) as i32];
+    let visible = |nt: usize, e: usize| -> bool { !MASKED || ((nt * 8) as i32 + (e % 2) as i32) < lim[e / 2] };
     let mut mx = [f32::NEG_INFINITY; 2];
     unroll16!(nt < NS => {
         unroll16!(e < 4 => {
