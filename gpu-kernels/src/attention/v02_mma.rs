@@ -256,19 +256,19 @@ struct RowState {
     l: [f32; 2],
 }
 
-/// Folds the scores `s` of one key tile into `st` and `o`, leaving the probabilities in `s`.
+/// Folds the scores `s` of one key tile into `st`, leaving the probabilities in `s`; returns
+/// the factors the output rows must be rescaled by.
 /// `MASKED`: key column `col` of row `r` counts only when `col < lim[r]` (tile-relative);
 /// the other tiles are fully visible and skip the compare. `c > 0` is `|scale| log2(e)`.
 #[inline(always)]
 #[track_caller]
-fn softmax_tile<const MASKED: bool, const ND: usize>(
+fn softmax_tile<const MASKED: bool>(
     s: &mut [[f32; 4]; NS],
     st: &mut RowState,
-    o: &mut [[f32; 4]; ND],
     c: f32,
     lim: [i32; 2],
     t: u32,
-) {
+) -> [f32; 2] {
     // Column 8 nt + 2 t + e % 2 against the limit, as a constant against limit - 2 t (the
     // other way round LLVM keeps 2 t + constant in a register per column).
     let lim = [lim[0] - (2 * t) as i32, lim[1] - (2 * t) as i32];
@@ -306,11 +306,7 @@ fn softmax_tile<const MASKED: bool, const ND: usize>(
     unroll16!(r < 2 => {
         st.l[r] = st.l[r] * corr[r] + sum[r];
     });
-    unroll16!(nt < ND => {
-        unroll16!(e < 4 => {
-            o[nt][e] *= corr[e / 2];
-        });
-    });
+    corr
 }
 
 /// The kernel body for head dim `D` (`KD = D / 16` k-steps of `Q K^T`, `ND = D / 8` n8 tiles
@@ -416,12 +412,17 @@ pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const 
                     s[2 * np + 1] = mma::mma_m16n8k16::<T>(qf[kk], [r[2], r[3]], s[2 * np + 1]);
                 });
             });
-            if start + (BN as usize) > warp_min {
+            let corr = if start + (BN as usize) > warp_min {
                 let lim = [(row_lim[0] - start as i64) as i32, (row_lim[1] - start as i64) as i32];
-                softmax_tile::<true, ND>(&mut s, &mut st, &mut o, c, lim, t);
+                softmax_tile::<true>(&mut s, &mut st, c, lim, t)
             } else {
-                softmax_tile::<false, ND>(&mut s, &mut st, &mut o, c, [0, 0], t);
-            }
+                softmax_tile::<false>(&mut s, &mut st, c, [0, 0], t)
+            };
+            unroll16!(nt < ND => {
+                unroll16!(e < 4 => {
+                    o[nt][e] *= corr[e / 2];
+                });
+            });
             // O += P V. P's C fragments of key tiles 2 kp and 2 kp + 1 are the A fragment of
             // k-step kp: (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
             let v_at = hint::opaque_u32(stage * stage_elems + v_lane);
