@@ -2,25 +2,53 @@
 //! `Q, K, V` with f32 accumulation; also returns the per-row log-sum-exp for the backward.
 //! Layout and masking: see `gpu-kernels/src/attention/mod.rs`. Checked against the f64
 //! reference with FlashAttention's rule (see [`check`]).
+//!
+//! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
+//! the shape (`v02_mma` for head dims 64 and 128 with 16-byte aligned views, `v01_simt`
+//! otherwise); [`attention_with`] runs a named one. Bitwise deterministic run to run: every
+//! output is one thread's fixed sequence of operations.
 
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::KernelDef;
-use gpu_kernels::attention::v01_simt::{MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS};
-use gpu_kernels::attention::{self as k, AttentionParams};
+use gpu_kernels::attention::AttentionParams;
+pub use gpu_kernels::attention::{AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// The input types attention takes: bf16 and f16.
 pub trait AttentionFloat: Float {
-    const KERNEL: &'static KernelDef<AttentionParams<Self>>;
+    fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>>;
 }
 impl AttentionFloat for bf16 {
-    const KERNEL: &'static KernelDef<AttentionParams<Self>> = &k::ATTENTION_V01_BF16;
+    fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>> {
+        k.bf16
+    }
 }
 impl AttentionFloat for f16 {
-    const KERNEL: &'static KernelDef<AttentionParams<Self>> = &k::ATTENTION_V01_F16;
+    fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>> {
+        k.f16
+    }
+}
+
+/// Looks a version up by name (`v01_simt`, `v02_mma`).
+pub fn version(name: &str) -> Option<&'static AttentionVersion> {
+    VERSIONS.iter().find(|v| v.name == name)
+}
+
+/// The version [`attention`] runs for `head_dim` when the views are (`aligned16`) or are not
+/// all 16-byte aligned: the highest rung that supports it, or `None` when none does.
+pub fn default_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
+    VERSIONS.iter().rev().find(|v| v.kernel(head_dim).is_some_and(|k| aligned16 || !k.align16))
+}
+
+fn supported_dims() -> String {
+    VERSIONS
+        .iter()
+        .map(|v| format!("{}: {}", v.name, v.head_dims().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Attention's shape: `Q, O: [batch, heads, seq_q, head_dim]`, `K, V: [batch, kv_heads,
@@ -72,9 +100,6 @@ fn check_shape(s: &AttentionShape) -> Result<()> {
             ),
         ));
     }
-    if !s.head_dim.is_multiple_of(32) || s.head_dim == 0 || s.head_dim > MAX_HEAD_DIM as usize {
-        return Err(Error::invalid(OP, format!("head_dim = {}: this version supports 32, 64, 96 and 128", s.head_dim)));
-    }
     if s.heads > 65535 || s.batch > 65535 {
         return Err(Error::invalid(
             OP,
@@ -90,9 +115,28 @@ fn check_shape(s: &AttentionShape) -> Result<()> {
     Ok(())
 }
 
-/// `O = softmax(Q K^T * scale + mask) V`, and `lse` per query row.
+/// `O = softmax(Q K^T * scale + mask) V`, and `lse` per query row, with the highest version
+/// that supports the head dim and the views' alignment.
 pub fn attention<T: AttentionFloat>(
     ctx: &Context,
+    input: AttentionInput<'_, T>,
+    o: BufMut<'_, T>,
+    lse: BufMut<'_, f32>,
+) -> Result<()> {
+    let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
+    let v = default_version(input.shape.head_dim, aligned).ok_or_else(|| {
+        Error::invalid(
+            "attention",
+            format!("head_dim = {} is not supported by any version ({})", input.shape.head_dim, supported_dims()),
+        )
+    })?;
+    attention_with(ctx, v, input, o, lse)
+}
+
+/// As [`attention`], with a chosen version.
+pub fn attention_with<T: AttentionFloat>(
+    ctx: &Context,
+    version: &AttentionVersion,
     input: AttentionInput<'_, T>,
     mut o: BufMut<'_, T>,
     mut lse: BufMut<'_, f32>,
@@ -105,6 +149,18 @@ pub fn attention<T: AttentionFloat>(
     o.check_context(ctx, OP)?;
     lse.check_context(ctx, OP)?;
     check_shape(&s)?;
+    let Some(kernel) = version.kernel(s.head_dim) else {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "head_dim = {}: {} supports {} (all versions: {})",
+                s.head_dim,
+                version.name,
+                version.head_dims().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
+                supported_dims()
+            ),
+        ));
+    };
     for (name, got, want) in [
         ("q", q.len(), s.q_len()),
         ("k", k.len(), s.kv_len()),
@@ -114,6 +170,19 @@ pub fn attention<T: AttentionFloat>(
     ] {
         if got != want {
             return Err(Error::invalid(OP, format!("{name} has {got} elements but the shape {s:?} needs {want}")));
+        }
+    }
+    if kernel.align16 {
+        for (name, addr) in [("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())] {
+            if !addr.is_multiple_of(16) {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies 16-byte rows; pass aligned views or run v01_simt",
+                        version.name
+                    ),
+                ));
+            }
         }
     }
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
@@ -138,8 +207,9 @@ pub fn attention<T: AttentionFloat>(
         o: o.global_mut(),
         lse: lse.global_mut(),
     };
-    let grid = Dim3::new(s.seq_q.div_ceil(WARPS as usize) as u32, s.heads as u32, s.batch as u32);
-    ctx.launch(T::KERNEL, LaunchConfig { grid, block: Dim3::x(THREADS), shared_bytes: SHARED_BYTES }, params)
+    let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
+    let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
+    ctx.launch(T::kernel(kernel), cfg, params)
 }
 
 /// The f64 reference on the same (rounded) inputs: `(O, lse)`.
@@ -218,7 +288,11 @@ pub struct AttentionCase {
     pub seed: u64,
 }
 
-fn check_t<T: AttentionFloat>(ctx: &Context, case: &AttentionCase) -> Result<Report> {
+fn check_t<T: AttentionFloat>(
+    ctx: &Context,
+    case: &AttentionCase,
+    version: Option<&AttentionVersion>,
+) -> Result<Report> {
     let s = case.shape;
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let mut draw = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect() };
@@ -234,7 +308,10 @@ fn check_t<T: AttentionFloat>(ctx: &Context, case: &AttentionCase) -> Result<Rep
         causal: case.causal,
         scale: None,
     };
-    attention(ctx, input, o.view_mut(), lse.view_mut())?;
+    match version {
+        Some(v) => attention_with(ctx, v, input, o.view_mut(), lse.view_mut())?,
+        None => attention(ctx, input, o.view_mut(), lse.view_mut())?,
+    }
     let (go, guo) = o.finish()?;
     let (gl, gul) = lse.finish()?;
     let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
@@ -256,11 +333,17 @@ fn check_t<T: AttentionFloat>(ctx: &Context, case: &AttentionCase) -> Result<Rep
     Ok(check::merge(vec![("o", ro_report), ("lse", rl_report)]))
 }
 
-/// Runs `case`: random inputs in [-2, 2), poisoned and guarded outputs, FlashAttention's rule.
+/// Runs `case` with the version [`attention`] picks: random inputs in [-2, 2), poisoned and
+/// guarded outputs, FlashAttention's rule.
 pub fn check(ctx: &Context, case: &AttentionCase) -> Result<Report> {
+    check_with(ctx, case, None)
+}
+
+/// As [`check()`], with a chosen version (`None`: the one [`attention`] picks).
+pub fn check_with(ctx: &Context, case: &AttentionCase, version: Option<&AttentionVersion>) -> Result<Report> {
     match case.dtype {
-        DType::BF16 => check_t::<bf16>(ctx, case),
-        DType::F16 => check_t::<f16>(ctx, case),
+        DType::BF16 => check_t::<bf16>(ctx, case, version),
+        DType::F16 => check_t::<f16>(ctx, case, version),
         other => Err(Error::invalid("attention", format!("dtype {} is not supported; use bf16 or f16", other.name()))),
     }
 }
@@ -281,25 +364,40 @@ pub struct AttentionMeasurement {
     pub ratio: Option<f64>,
 }
 
-/// Shapes the bench times: (batch, heads, seq, head_dim), each causal and not. Kept to
-/// lengths the CUDA-core version finishes quickly; tensor-core versions will add 8k and 16k.
-pub const BENCH_SHAPES: &[(usize, usize, usize, usize)] =
-    &[(16, 16, 512, 64), (16, 16, 512, 128), (4, 16, 2048, 64), (4, 16, 2048, 128), (2, 16, 4096, 128)];
+/// Shapes the bench times: (batch, heads, seq, head_dim), each causal and not, with every
+/// version that supports the head dim; CUDA-core versions only up to [`BENCH_SIMT_MAX_SEQ`].
+pub const BENCH_SHAPES: &[(usize, usize, usize, usize)] = &[
+    (16, 16, 512, 64),
+    (16, 16, 512, 128),
+    (4, 16, 2048, 64),
+    (4, 16, 2048, 128),
+    (2, 16, 4096, 128),
+    (1, 16, 8192, 128),
+    (1, 16, 16384, 128),
+];
+
+/// Longest sequence the bench times a CUDA-core version on (longer ones take minutes there).
+pub const BENCH_SIMT_MAX_SEQ: usize = 4096;
 
 /// FLOPs of the forward pass on `s`.
 pub fn flops(s: &AttentionShape, causal: bool) -> f64 {
     4.0 * (s.batch * s.heads * s.seq_q * s.seq_k * s.head_dim) as f64 * if causal { 0.5 } else { 1.0 }
 }
 
-/// Times the kernel on `s` (median of [`crate::bench::REPS`], L2 flushed before each run).
-pub fn time<T: AttentionFloat>(ctx: &Context, s: AttentionShape, causal: bool) -> Result<f64> {
+/// Times `version` on `s` (median of [`crate::bench::REPS`], L2 flushed before each run).
+pub fn time<T: AttentionFloat>(
+    ctx: &Context,
+    version: &AttentionVersion,
+    s: AttentionShape,
+    causal: bool,
+) -> Result<f64> {
     let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
     let (q, k, v) = (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.kv_len()))?, ctx.upload(&fill(s.kv_len()))?);
     let mut o = ctx.alloc::<T>(s.q_len())?;
     let mut lse = ctx.alloc::<f32>(s.lse_len())?;
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
         let input = AttentionInput { q: q.as_view(), k: k.as_view(), v: v.as_view(), shape: s, causal, scale: None };
-        attention(ctx, input, o.as_view_mut(), lse.as_view_mut())
+        attention_with(ctx, version, input, o.as_view_mut(), lse.as_view_mut())
     })?;
     Ok(crate::bench::median(&t))
 }

@@ -1,18 +1,27 @@
 //! Attention forward against the f64 reference under FlashAttention's rule (max error at most
-//! twice the naive low-precision attention's), on the emulator always and the GPU when
-//! present: odd and unequal sequence lengths, causal (bottom-right aligned), grouped-query
-//! and multi-query heads, fully masked rows; plus bad input.
+//! twice the naive low-precision attention's), every version of the ladder, on the emulator
+//! always and the GPU when present: odd and unequal sequence lengths, causal (bottom-right
+//! aligned), grouped-query and multi-query heads, fully masked rows; plus bad input, the
+//! launcher's version choice, and a deliberately wrong P re-pack the check must reject.
 
 mod common;
 
 use ferrokern::DType;
-use ferrokern::attention::{AttentionCase, AttentionInput, AttentionShape, attention, check};
+use ferrokern::attention::{
+    AttentionCase, AttentionInput, AttentionShape, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS, attention,
+    attention_with, check_with, default_version,
+};
 use ferrokern::{Context, Error};
 use proptest::prelude::*;
 
-fn run(ctx: &Context, case: AttentionCase) {
-    let r = check(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
-    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+fn run(ctx: &Context, v: &AttentionVersion, case: AttentionCase) {
+    let r = check_with(ctx, &case, Some(v)).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
+/// The versions that support `head_dim`.
+fn versions_for(head_dim: usize) -> impl Iterator<Item = &'static AttentionVersion> {
+    VERSIONS.iter().filter(move |v| v.kernel(head_dim).is_some())
 }
 
 fn shape(batch: usize, heads: usize, kv_heads: usize, seq_q: usize, seq_k: usize, head_dim: usize) -> AttentionShape {
@@ -30,14 +39,16 @@ proptest! {
         dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
         batch in 1usize..3,
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 2), (4, 1), (3, 3)]),
-        seq_q in 1usize..50,
-        seq_k in 1usize..70,
+        seq_q in 1usize..100,
+        seq_k in 1usize..150,
         head_dim in proptest::sample::select(vec![32usize, 64, 128]),
         causal in any::<bool>(),
         seed in any::<u64>(),
     ) {
         for ctx in common::property_backends("attention_matches_reference", common::cases(CASES)) {
-            run(&ctx, AttentionCase { dtype, shape: shape(batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, seed });
+            for v in versions_for(head_dim) {
+                run(&ctx, v, AttentionCase { dtype, shape: shape(batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, seed });
+            }
         }
     }
 }
@@ -46,19 +57,24 @@ proptest! {
 fn attention_named_lengths() {
     let mut n = 0;
     for ctx in common::backends("attention_named_lengths") {
-        for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
-            for causal in [false, true] {
-                for dtype in [DType::BF16, DType::F16] {
-                    run(
-                        &ctx,
-                        AttentionCase {
-                            dtype,
-                            shape: shape(1, 2, 1, seq_q, seq_k, 64),
-                            causal,
-                            seed: (seq_q * 1000 + seq_k) as u64,
-                        },
-                    );
-                    n += 1;
+        for head_dim in [64, 128] {
+            for v in versions_for(head_dim) {
+                for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
+                    for causal in [false, true] {
+                        // Both dtypes at head dim 64; one per length at 128 (the emulator's time).
+                        for dtype in [DType::BF16, DType::F16] {
+                            if head_dim == 128 && (dtype == DType::F16) != causal {
+                                continue;
+                            }
+                            let seed = (seq_q * 1000 + seq_k + head_dim) as u64;
+                            run(
+                                &ctx,
+                                v,
+                                AttentionCase { dtype, shape: shape(1, 2, 1, seq_q, seq_k, head_dim), causal, seed },
+                            );
+                            n += 1;
+                        }
+                    }
                 }
             }
         }
@@ -68,21 +84,128 @@ fn attention_named_lengths() {
 
 #[test]
 fn fully_masked_rows_give_zero_and_minus_infinity() {
-    // Causal with seq_q > seq_k: the first seq_q - seq_k queries see no key.
+    // Causal with seq_q > seq_k: the first seq_q - seq_k queries see no key (70 rows: the first
+    // 64-row block of v02 is entirely masked for its first three warps, partly for the fourth).
     let ctx = Context::emulator();
-    let s = shape(1, 1, 1, 40, 16, 32);
+    let (d, masked) = (64, 54);
+    let s = shape(1, 1, 1, 70, 16, d);
     let q = ctx.upload(&vec![half::bf16::from_f32(0.5); s.q_len()]).unwrap();
     let kv = ctx.upload(&vec![half::bf16::from_f32(0.25); s.kv_len()]).unwrap();
-    let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
-    let mut lse = ctx.alloc::<f32>(s.lse_len()).unwrap();
-    let input =
-        AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s, causal: true, scale: None };
-    attention(&ctx, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
-    let (o, lse) = (o.to_host().unwrap(), lse.to_host().unwrap());
-    assert!(o[..24 * 32].iter().all(|v| v.to_f32() == 0.0), "masked rows are 0, not NaN");
-    assert!(lse[..24].iter().all(|&v| v == f32::NEG_INFINITY));
-    assert!(o[24 * 32..].iter().all(|v| (v.to_f32() - 0.25).abs() < 1e-3), "visible rows average V");
-    run(&ctx, AttentionCase { dtype: DType::F16, shape: s, causal: true, seed: 3 });
+    for v in versions_for(d) {
+        let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
+        let mut lse = ctx.alloc::<f32>(s.lse_len()).unwrap();
+        let input =
+            AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s, causal: true, scale: None };
+        attention_with(&ctx, v, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
+        let (o, lse) = (o.to_host().unwrap(), lse.to_host().unwrap());
+        assert!(o[..masked * d].iter().all(|x| x.to_f32() == 0.0), "{}: masked rows are 0, not NaN", v.name);
+        assert!(lse[..masked].iter().all(|&x| x == f32::NEG_INFINITY), "{}: masked rows' lse is -inf", v.name);
+        assert!(o[masked * d..].iter().all(|x| (x.to_f32() - 0.25).abs() < 1e-3), "{}: visible rows average V", v.name);
+        run(&ctx, v, AttentionCase { dtype: DType::F16, shape: s, causal: true, seed: 3 });
+    }
+}
+
+#[test]
+fn the_launcher_picks_the_highest_version_that_fits() {
+    let top = VERSIONS.last().unwrap();
+    assert_eq!(top.name, "v02_mma");
+    for d in [64, 128] {
+        assert_eq!(default_version(d, true).map(|v| v.name), Some("v02_mma"), "head dim {d}");
+        assert_eq!(default_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned views");
+    }
+    for d in [32, 96] {
+        assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
+    }
+    assert!(default_version(256, true).is_none(), "no version has head dim 256 (v02 would spill)");
+    // A misaligned view (one element off) runs v01 through `attention` and is checked the same.
+    let ctx = Context::emulator();
+    let s = shape(1, 2, 1, 33, 47, 64);
+    let mut rng = 1u32;
+    let mut draw = |n: usize| -> Vec<half::bf16> {
+        (0..n)
+            .map(|_| {
+                rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                half::bf16::from_f32((rng >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0)
+            })
+            .collect()
+    };
+    let (q, k, vv) = (draw(s.q_len()), draw(s.kv_len()), draw(s.kv_len()));
+    // The same Q once at the start of its buffer and once one element in.
+    let shifted: Vec<half::bf16> = [half::bf16::ZERO].into_iter().chain(q.iter().copied()).collect();
+    let (qb, qs) = (ctx.upload(&q).unwrap(), ctx.upload(&shifted).unwrap());
+    let (kb, vb) = (ctx.upload(&k).unwrap(), ctx.upload(&vv).unwrap());
+    let mut outs = Vec::new();
+    for (name, qv) in [("aligned", qb.as_view()), ("misaligned", qs.view(1..s.q_len() + 1).unwrap())] {
+        let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
+        let mut lse = ctx.alloc::<f32>(s.lse_len()).unwrap();
+        let input = AttentionInput { q: qv, k: kb.as_view(), v: vb.as_view(), shape: s, causal: false, scale: None };
+        attention(&ctx, input, o.as_view_mut(), lse.as_view_mut()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        outs.push(o.to_host().unwrap());
+        // The explicit v02 refuses the misaligned view with a typed error.
+        if name == "misaligned" {
+            let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
+            let e = attention_with(&ctx, top, input, o.as_view_mut(), lse.as_view_mut()).expect_err("misaligned q");
+            assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
+        }
+    }
+    // v02 (aligned) and v01 (misaligned) on the same inputs: within bf16 rounding of each other.
+    let diff = outs[0].iter().zip(&outs[1]).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
+    assert!(diff < 2e-2, "v02 and v01 differ by {diff}");
+}
+
+#[test]
+fn v02_agrees_with_v01_for_negative_and_zero_scales() {
+    // The check uses the default scale; v02 folds a negative scale into Q's sign and treats a
+    // zero scale (uniform attention) apart from masking, so both are compared with v01 here.
+    let ctx = Context::emulator();
+    let s = shape(1, 2, 1, 70, 75, 64);
+    let draw = |n: usize, k: usize| -> Vec<half::f16> {
+        (0..n).map(|i| half::f16::from_f32((((i * 7919 + k * 104_729) % 1000) as f32) * 0.004 - 2.0)).collect()
+    };
+    let (q, k, vv) = (
+        ctx.upload(&draw(s.q_len(), 1)).unwrap(),
+        ctx.upload(&draw(s.kv_len(), 2)).unwrap(),
+        ctx.upload(&draw(s.kv_len(), 3)).unwrap(),
+    );
+    for scale in [-0.3f32, 0.0] {
+        for causal in [false, true] {
+            let mut got = Vec::new();
+            for v in versions_for(64) {
+                let mut o = ctx.alloc::<half::f16>(s.q_len()).unwrap();
+                let mut lse = ctx.alloc::<f32>(s.lse_len()).unwrap();
+                let input = AttentionInput {
+                    q: q.as_view(),
+                    k: k.as_view(),
+                    v: vv.as_view(),
+                    shape: s,
+                    causal,
+                    scale: Some(scale),
+                };
+                attention_with(&ctx, v, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
+                got.push((o.to_host().unwrap(), lse.to_host().unwrap()));
+            }
+            let (a, b) = (&got[0], &got[1]);
+            let o_err = a.0.iter().zip(&b.0).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
+            let l_err = a.1.iter().zip(&b.1).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            // P in f16 (v02) against P in f32 (v01): a few f16 ulps of outputs below 2.
+            assert!(
+                o_err < 1e-2 && l_err < 1e-3,
+                "scale {scale} causal {causal}: O differs by {o_err}, lse by {l_err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wrong_p_repack_is_rejected() {
+    // P's A registers 1 and 2 swapped (rows g + 8 and columns 2t + 8 exchanged): only the check
+    // stands between that and a plausible-looking output.
+    let ctx = Context::emulator();
+    let case = AttentionCase { dtype: DType::BF16, shape: shape(1, 1, 1, 40, 50, 64), causal: false, seed: 17 };
+    let r = check_with(&ctx, &case, Some(&BUG_V02_SWAPPED_P)).expect("it runs");
+    assert!(!r.passed(), "the swapped P re-pack passed the check: {r}");
+    println!("swapped P re-pack rejected: {r}");
+    run(&ctx, VERSIONS.last().unwrap(), case);
 }
 
 #[test]
@@ -98,6 +221,7 @@ fn attention_bad_inputs_are_refused() {
         ("kv_heads = 0", shape(1, 4, 0, 8, 8, 64)),
         ("head_dim 48", shape(1, 4, 2, 8, 8, 48)),
         ("head_dim 256", shape(1, 4, 2, 8, 8, 256)),
+        ("head_dim 0", shape(1, 4, 2, 8, 8, 0)),
         ("shape does not match q", shape(1, 4, 2, 9, 8, 64)),
         ("shape does not match k", shape(1, 4, 2, 8, 9, 64)),
     ];
@@ -108,4 +232,13 @@ fn attention_bad_inputs_are_refused() {
         assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
         println!("{name}: {e}");
     }
+    // Head dims a version lacks are refused by that version before launching.
+    let s32 = shape(1, 4, 2, 8, 8, 32);
+    let (q, kv) = (ctx.alloc::<half::bf16>(s32.q_len()).unwrap(), ctx.alloc::<half::bf16>(s32.kv_len()).unwrap());
+    let mut o = ctx.alloc::<half::bf16>(s32.q_len()).unwrap();
+    let input =
+        AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s32, causal: false, scale: None };
+    let e =
+        attention_with(&ctx, VERSIONS.last().unwrap(), input, o.as_view_mut(), lse.as_view_mut()).expect_err("v02 d32");
+    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v02_mma supports 64, 128"), "{e}");
 }

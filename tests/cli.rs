@@ -245,6 +245,59 @@ fn verify_passes_gemm_tensor_cores_and_attention() {
 }
 
 #[test]
+fn verify_attention_runs_the_shapes_version_or_a_named_one() {
+    let args = ["attention", "--heads", "2", "--kv-heads", "1", "--seq-q", "70", "--seq-k", "33", "--causal"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
+    let r = verify(&with(&["--head-dim", "64", "--dtype", "f16"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v02_mma"), "head dim 64 runs v02: {r}");
+    let r = verify(&with(&["--head-dim", "32", "--dtype", "bf16"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v01_simt"), "head dim 32 runs v01: {r}");
+    for v in ["v01_simt", "v02_mma"] {
+        let r = verify(&with(&["--head-dim", "128", "--dtype", "bf16", "--kernel", v]));
+        assert!(r.code == 0 && r.stdout.contains(&format!("version={v}")), "--kernel {v}: {r}");
+        assert!(r.last_line().starts_with("PASS"), "--kernel {v}: {r}");
+    }
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--heads",
+            "2",
+            "--seq-q",
+            "9",
+            "--head-dim",
+            "32",
+            "--dtype",
+            "bf16",
+            "--kernel",
+            "v02_mma",
+            "--backend",
+            "emulator",
+        ],
+        &["v02_mma supports 64, 128"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--heads",
+            "2",
+            "--seq-q",
+            "9",
+            "--head-dim",
+            "64",
+            "--dtype",
+            "bf16",
+            "--kernel",
+            "v03_wgmma",
+            "--backend",
+            "emulator",
+        ],
+        &["unknown attention version `v03_wgmma`", "v01_simt, v02_mma"],
+    );
+}
+
+#[test]
 fn refuses_bad_attention_and_tensor_core_arguments() {
     assert_refused(
         &[

@@ -1,7 +1,7 @@
 //! Offline validation of the embedded PTX (no GPU needed): ptxas assembles every arch, no
 //! kernel spills or keeps a stack frame unless allow-listed, the PTX entry points are exactly
 //! the kernels the device crate declares, and the elementwise kernels' SASS moves memory with
-//! 128-bit loads and stores.
+//! 128-bit loads and stores; the tensor-core GEMM and attention use HMMA, ldmatrix and cp.async.
 
 use ferrokern::gpu_kernels::ALL_KERNELS;
 use ferrokern::info::{self, SPILL_ALLOWLIST};
@@ -185,6 +185,50 @@ fn paged_decode_v02_moves_kv_in_128_bit_copies_without_local_memory() {
                 get("FFMA"),
                 v.shared_bytes
             );
+        }
+    }
+}
+
+#[test]
+fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
+    use ferrokern::attention::VERSIONS;
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    let tc: Vec<_> = VERSIONS.iter().filter(|v| v.tensor_cores).collect();
+    assert!(!tc.is_empty(), "the attention ladder has a tensor-core version");
+    for (arch, ptx) in ferrokern::PTX {
+        let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        for v in &tc {
+            for kernel in v.kernels {
+                let d = kernel.head_dims[0];
+                for k in [kernel.bf16.name, kernel.f16.name] {
+                    let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+                    let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
+                    let get = |c: &str| m.get(c).copied().unwrap_or(0);
+                    // One tile's body: S = Q K^T is d/16 k-steps x 8 n8 key tiles and P V is 4
+                    // k-steps x d/8 n8 tiles of mma, each at least once in the SASS; ldmatrix
+                    // for Q (d/16), K (d/16 x 4) and V (4 x d/16).
+                    let (hmma, ldsm) = (d / 16 * 8 + 4 * d / 8, d / 16 * 9);
+                    assert!(get("HMMA") >= hmma, "{arch} {k}: {} HMMA (want >= {hmma}) in {m:?}", get("HMMA"));
+                    assert!(get("LDSM") >= ldsm, "{arch} {k}: {} LDSM (want >= {ldsm}) in {m:?}", get("LDSM"));
+                    assert!(get("LDGSTS") >= 1, "{arch} {k}: no LDGSTS (cp.async) in {m:?}");
+                    assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+                    assert!(
+                        r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0,
+                        "{arch} {k}: spills or a stack frame: {r:?}"
+                    );
+                    println!(
+                        "{arch} {k}: {} registers, {} HMMA, {} LDSM, {} LDGSTS, {} BAR, no local memory, no spills; {} B dynamic shared",
+                        r.registers,
+                        get("HMMA"),
+                        get("LDSM"),
+                        get("LDGSTS"),
+                        get("BAR"),
+                        kernel.shared_bytes
+                    );
+                }
+            }
         }
     }
 }

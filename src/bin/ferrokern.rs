@@ -866,10 +866,11 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
     report_exit(result)
 }
 
-/// `verify attention`: FlashAttention's rule against the f64 reference.
+/// `verify attention`: FlashAttention's rule against the f64 reference, with the version the
+/// launcher picks for the shape or, with the hidden `--kernel NAME`, any version of the ladder.
 fn run_verify_attention(a: VerifyArgs) -> ExitCode {
-    use ferrokern::attention::{AttentionCase, AttentionShape, check};
-    let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal"];
+    use ferrokern::attention::{self as att, AttentionCase, AttentionShape, check_with};
+    let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--kernel"];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
@@ -898,6 +899,17 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         seq_k: a.seq_k.unwrap_or(seq_q),
         head_dim,
     };
+    let version = match a.kernel.as_deref() {
+        // The check's buffers are fresh allocations: 16-byte aligned.
+        None => att::default_version(head_dim, true),
+        Some(name) => match att::version(name) {
+            Some(v) => Some(v),
+            None => {
+                let names: Vec<&str> = att::VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!("unknown attention version `{name}`: use one of {}", names.join(", ")));
+            }
+        },
+    };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
@@ -906,7 +918,7 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     println!(
-        "verify attention batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} dtype={} backend={} seed={seed}",
+        "verify attention batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} dtype={} backend={} version={} seed={seed}",
         shape.batch,
         shape.heads,
         shape.kv_heads,
@@ -915,9 +927,10 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         shape.head_dim,
         a.causal,
         dtype.name(),
-        ctx.backend()
+        ctx.backend(),
+        version.map_or("none", |v| v.name)
     );
-    report_exit(check(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }))
+    report_exit(check_with(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }, version))
 }
 
 /// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
@@ -1021,18 +1034,21 @@ fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode 
 /// The attention part of the emulator sweep: odd, unequal lengths, GQA, both dtypes, causal
 /// and not, under FlashAttention's rule.
 fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
-    use ferrokern::attention::{AttentionCase, AttentionShape, check};
+    use ferrokern::attention::{AttentionCase, AttentionShape, VERSIONS, check_with};
     if !filter.is_none_or(|f| "attention".contains(f)) {
         return true;
     }
     let (mut count, mut failed) = (0, 0);
     println!("\n{:<10} {:<34} {:>5} {:<6}  result", "attention", "shape", "dtype", "causal");
-    for dtype in [DType::BF16, DType::F16] {
+    for (v, dtype) in VERSIONS.iter().flat_map(|v| [(v, DType::BF16), (v, DType::F16)]) {
         for causal in [false, true] {
             for (seq_q, seq_k, head_dim) in [(113, 113, 64), (7, 239, 128), (65, 33, 32)] {
+                if v.kernel(head_dim).is_none() {
+                    continue;
+                }
                 let shape = AttentionShape { batch: 1, heads: 4, kv_heads: 2, seq_q, seq_k, head_dim };
                 count += 1;
-                let r = check(ctx, &AttentionCase { dtype, shape, causal, seed: 21 });
+                let r = check_with(ctx, &AttentionCase { dtype, shape, causal, seed: 21 }, Some(v));
                 let line = match &r {
                     Ok(rep) if rep.passed() => "PASS".to_string(),
                     Ok(rep) => rep.to_string(),
@@ -1041,7 +1057,7 @@ fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
                 failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
                 println!(
                     "{:<10} {:<34} {:>5} {:<6}  {line}",
-                    "v01_simt",
+                    v.name,
                     format!("h4/kv2 q{seq_q} k{seq_k} d{head_dim}"),
                     dtype.name(),
                     causal
@@ -1264,18 +1280,34 @@ fn passes_check(what: &str, result: ferrokern::Result<ferrokern::check::Report>,
     }
 }
 
-/// Attention (bf16) against PyTorch's scaled_dot_product_attention in the same run, each
-/// shape checked with FlashAttention's rule on a small case first.
+/// Attention (bf16) against PyTorch's scaled_dot_product_attention in the same run: every
+/// version of the ladder, each checked with FlashAttention's rule on a small case first (a
+/// fast wrong kernel is not a result), then timed on every shape it supports.
 fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
     use ferrokern::attention::{self as att, AttentionCase, AttentionMeasurement, AttentionShape};
-    let check = AttentionCase {
-        dtype: DType::BF16,
-        shape: AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 100, seq_k: 100, head_dim: 128 },
-        causal: true,
-        seed: 5,
-    };
-    if !passes_check("attention", att::check(ctx, &check), ok) {
-        return Vec::new();
+    let mut checked = Vec::new();
+    for v in att::VERSIONS {
+        let mut good = true;
+        for head_dim in v.head_dims() {
+            let check = AttentionCase {
+                dtype: DType::BF16,
+                shape: AttentionShape {
+                    batch: 1,
+                    heads: 2,
+                    kv_heads: 1,
+                    seq_q: 100,
+                    seq_k: 100,
+                    head_dim: head_dim as usize,
+                },
+                causal: true,
+                seed: 5,
+            };
+            good &=
+                passes_check(&format!("attention {} d{head_dim}", v.name), att::check_with(ctx, &check, Some(v)), ok);
+        }
+        if good {
+            checked.push(v);
+        }
     }
     let mut shapes = Vec::new();
     for &(batch, heads, seq, head_dim) in att::BENCH_SHAPES {
@@ -1290,25 +1322,30 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
     }
     let mut rows = Vec::new();
     for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
-        match att::time::<half::bf16>(ctx, *s, *causal) {
-            Ok(ms) => {
-                let flops = att::flops(s, *causal);
-                let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
-                rows.push(AttentionMeasurement {
-                    version: "v01_simt",
-                    shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
-                    causal: *causal,
-                    dtype,
-                    median_ms: ms,
-                    tflops: flops / (ms * 1e9),
-                    torch_median_ms: torch_ms,
-                    torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
-                    ratio: torch_ms.map(|t| t / ms),
-                });
+        for &v in &checked {
+            if v.kernel(s.head_dim).is_none() || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
+                continue;
             }
-            Err(e) => {
-                println!("attention {s:?} causal={causal}: {e}");
-                *ok = false;
+            match att::time::<half::bf16>(ctx, v, *s, *causal) {
+                Ok(ms) => {
+                    let flops = att::flops(s, *causal);
+                    let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
+                    rows.push(AttentionMeasurement {
+                        version: v.name,
+                        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
+                        causal: *causal,
+                        dtype,
+                        median_ms: ms,
+                        tflops: flops / (ms * 1e9),
+                        torch_median_ms: torch_ms,
+                        torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
+                        ratio: torch_ms.map(|t| t / ms),
+                    });
+                }
+                Err(e) => {
+                    println!("attention {} {s:?} causal={causal}: {e}", v.name);
+                    *ok = false;
+                }
             }
         }
     }

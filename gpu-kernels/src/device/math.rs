@@ -11,6 +11,14 @@ pub fn exp2_approx(x: f32) -> f32 {
     imp::exp2_approx(x)
 }
 
+/// 2^x with subnormal inputs and results flushed to zero. GPU: `ex2.approx.ftz.f32`, one
+/// MUFU.EX2 (the non-ftz form adds a range check and two multiplies around it). For softmax
+/// probabilities, where a result below 2^-126 is negligible next to the row's largest term 1.
+#[inline(always)]
+pub fn exp2_approx_ftz(x: f32) -> f32 {
+    imp::exp2_approx_ftz(x)
+}
+
 /// e^x through `ex2.approx`: the rounding of `x * log2(e)` adds a relative error of about
 /// |x| * 2^-24 on top of ex2's own.
 #[inline(always)]

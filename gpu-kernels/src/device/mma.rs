@@ -72,6 +72,13 @@ pub const fn pack2(lo: u16, hi: u16) -> u32 {
     lo as u32 | ((hi as u32) << 16)
 }
 
+/// Two f32 rounded (to nearest even) to `T` and packed into one fragment register, `lo` in the
+/// low 16 bits: one `cvt.rn.{bf16,f16}x2.f32` (SASS `F2FP`) instead of two conversions.
+#[inline(always)]
+pub fn pack_f32x2<T: MmaInput>(lo: f32, hi: f32) -> u32 {
+    imp::cvt_pack_f32x2(T::KIND, lo, hi)
+}
+
 /// `D = A * B + C`: `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32` with
 /// this lane's fragments (layouts in the module docs).
 #[inline(always)]

@@ -32,6 +32,26 @@ use ptx as imp;
 use crate::emu::api as imp;
 
 pub use element::Element;
+
+/// Optimization barriers for index arithmetic.
+pub mod hint {
+    use super::imp;
+
+    /// `x`, but opaque to the compiler's reassociation: `opaque(base) + C` stays one add of a
+    /// constant (folded into the instruction's immediate offset) instead of LLVM hoisting
+    /// `invariant + C` out of a loop into one live register per constant. On the GPU a
+    /// `mov.b32` that ptxas removes; on the emulator the identity.
+    #[inline(always)]
+    pub fn opaque_u32(x: u32) -> u32 {
+        imp::opaque_u32(x)
+    }
+
+    /// [`opaque_u32`] for a 64-bit index.
+    #[inline(always)]
+    pub fn opaque_usize(x: usize) -> usize {
+        imp::opaque_usize(x)
+    }
+}
 pub use memory::{Global, GlobalMut, Shared};
 
 /// Threads in a warp on every NVIDIA GPU ferrokern targets.

@@ -253,6 +253,30 @@ pub fn exp2_approx(x: f32) -> f32 {
 }
 
 #[inline(always)]
+pub fn opaque_u32(x: u32) -> u32 {
+    let r: u32;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub fn opaque_usize(x: usize) -> usize {
+    let r: u64;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b64 {r}, {x};", r = out(reg64) r, x = in(reg64) x as u64, options(pure, nomem, nostack)) };
+    r as usize
+}
+
+#[inline(always)]
+pub fn exp2_approx_ftz(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("ex2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
 pub fn log2_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.
@@ -348,6 +372,23 @@ pub fn mma_m16n8k16(kind: super::mma::MmaKind, a: [u32; 4], b: [u32; 2], c: [f32
         }
     }
     [d0, d1, d2, d3]
+}
+
+#[inline(always)]
+pub fn cvt_pack_f32x2(kind: super::mma::MmaKind, lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    // SAFETY: pure conversion (sm_80+); the ISA puts the first source in the upper half.
+    unsafe {
+        match kind {
+            super::mma::MmaKind::Bf16 => {
+                asm!("cvt.rn.bf16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack))
+            }
+            super::mma::MmaKind::F16 => {
+                asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack))
+            }
+        }
+    }
+    r
 }
 
 #[inline(always)]

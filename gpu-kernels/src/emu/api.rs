@@ -148,6 +148,18 @@ pub fn sync_warp(mask: u32) {
 pub fn exp2_approx(x: f32) -> f32 {
     x.exp2()
 }
+pub fn opaque_u32(x: u32) -> u32 {
+    x
+}
+pub fn opaque_usize(x: usize) -> usize {
+    x
+}
+pub fn exp2_approx_ftz(x: f32) -> f32 {
+    // Subnormal inputs count as zero and subnormal results flush to (sign-preserving) zero.
+    let x = if x.is_subnormal() { 0.0 } else { x };
+    let r = x.exp2();
+    if r.is_subnormal() { 0.0 } else { r }
+}
 pub fn log2_approx(x: f32) -> f32 {
     x.log2()
 }
@@ -168,4 +180,4 @@ pub use super::hopper::{
     fence_mbarrier_init, fence_proxy_async, mbar_arrive, mbar_init, mbar_wait, smem_addr, tma_load_2d, wgmma_commit,
     wgmma_fence, wgmma_m64n128k16, wgmma_wait,
 };
-pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix, mma_m16n8k16};
+pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, cvt_pack_f32x2, ldmatrix, mma_m16n8k16};

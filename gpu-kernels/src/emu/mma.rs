@@ -94,6 +94,17 @@ pub fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f3
     [f32::from_bits(r[0]), f32::from_bits(r[1]), f32::from_bits(r[2]), f32::from_bits(r[3])]
 }
 
+/// `cvt.rn.{bf16,f16}x2.f32`: both halves rounded to nearest even, `lo` in the low 16 bits.
+pub fn cvt_pack_f32x2(kind: MmaKind, lo: f32, hi: f32) -> u32 {
+    let bits = |x: f32| -> u32 {
+        match kind {
+            MmaKind::Bf16 => half::bf16::from_f32(x).to_bits() as u32,
+            MmaKind::F16 => half::f16::from_f32(x).to_bits() as u32,
+        }
+    };
+    bits(lo) | (bits(hi) << 16)
+}
+
 #[track_caller]
 pub fn ldmatrix<const N: usize>(offset: u32, len: u32, i: u32, elem: u32, trans: bool) -> [u32; N] {
     let t = current();
