@@ -5,7 +5,8 @@
 //! | version | adds |
 //! |---|---|
 //! | [`v01_mma`] | 128 x 128 x 32 block tiles, 8 warps of 64 x 32 warp tiles, cp.async into two shared stages, ldmatrix fragments, m16n8k16 mma |
-//! | [`v02_wgmma`] | sm_90a: TMA into a 4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups, wgmma m64n128k16 from 128-byte-swizzled shared tiles |
+//! | [`v02_wgmma`] | sm_90a: TMA into a 4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups, wgmma m64n128k16 from 128-byte-swizzled shared tiles ([`wgmma`], the engine) |
+//! | [`v03_wgmma_256`] | 256 x 128 tiles (four consumer warpgroups) and grouped block order for L2 reuse |
 //!
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
@@ -28,6 +29,8 @@ use crate::device::{Global, GlobalMut, math};
 pub mod probe;
 pub mod v01_mma;
 pub mod v02_wgmma;
+pub mod v03_wgmma_256;
+pub mod wgmma;
 
 /// The parameters of every tensor-core GEMM kernel.
 #[repr(C)]
@@ -203,14 +206,18 @@ crate::kernels! {
     GEMM_TC_V02_WGMMA_BF16 = gemm_tc_v02_wgmma_bf16(TcParams<half::bf16>) => v02_wgmma::run::<half::bf16>;
     /// v02: as above, f16 inputs.
     GEMM_TC_V02_WGMMA_F16 = gemm_tc_v02_wgmma_f16(TcParams<half::f16>) => v02_wgmma::run::<half::f16>;
+    /// v03: v02's engine with 256 x 128 tiles and grouped block order, bf16 inputs.
+    GEMM_TC_V03_WGMMA_256_BF16 = gemm_tc_v03_wgmma_256_bf16(TcParams<half::bf16>) => v03_wgmma_256::run::<half::bf16>;
+    /// v03: as above, f16 inputs.
+    GEMM_TC_V03_WGMMA_256_F16 = gemm_tc_v03_wgmma_256_f16(TcParams<half::f16>) => v03_wgmma_256::run::<half::f16>;
     /// v02 with a mis-laid A descriptor (harness test).
-    GEMM_TC_BUG_WGMMA_A_LAYOUT = gemm_tc_bug_wgmma_a_layout(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::A_LAYOUT }>;
+    GEMM_TC_BUG_WGMMA_A_LAYOUT = gemm_tc_bug_wgmma_a_layout(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::A_LAYOUT }>;
     /// v02 whose consumers skip the TMA wait (harness test).
-    GEMM_TC_BUG_WGMMA_NO_FULL_WAIT = gemm_tc_bug_wgmma_no_full_wait(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::NO_FULL_WAIT }>;
+    GEMM_TC_BUG_WGMMA_NO_FULL_WAIT = gemm_tc_bug_wgmma_no_full_wait(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::NO_FULL_WAIT }>;
     /// v02 whose producer skips the release wait (harness test).
-    GEMM_TC_BUG_WGMMA_NO_EMPTY_WAIT = gemm_tc_bug_wgmma_no_empty_wait(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::NO_EMPTY_WAIT }>;
+    GEMM_TC_BUG_WGMMA_NO_EMPTY_WAIT = gemm_tc_bug_wgmma_no_empty_wait(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::NO_EMPTY_WAIT }>;
     /// v02 that releases stages before its wgmmas complete (harness test).
-    GEMM_TC_BUG_WGMMA_EARLY_RELEASE = gemm_tc_bug_wgmma_early_release(TcParams<half::bf16>) => v02_wgmma::run_with::<half::bf16, { v02_wgmma::bug::EARLY_RELEASE }>;
+    GEMM_TC_BUG_WGMMA_EARLY_RELEASE = gemm_tc_bug_wgmma_early_release(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::EARLY_RELEASE }>;
     /// Probe: one m16n8k16 from fragments loaded straight from global memory.
     MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
     /// Probe: as above, f16.
@@ -231,7 +238,7 @@ pub enum TcConfig {
     /// mma.sync + cp.async (sm_80+).
     Mma(TcTiling),
     /// TMA + mbarrier + wgmma (sm_90a only).
-    Wgmma(v02_wgmma::WgmmaTiling),
+    Wgmma(wgmma::WgmmaTiling),
 }
 
 impl TcConfig {
@@ -301,6 +308,12 @@ pub const VERSIONS: &[TcVersion] = &[
         bf16: &GEMM_TC_V02_WGMMA_BF16,
         f16: &GEMM_TC_V02_WGMMA_F16,
         config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+    TcVersion {
+        name: "v03_wgmma_256",
+        bf16: &GEMM_TC_V03_WGMMA_256_BF16,
+        f16: &GEMM_TC_V03_WGMMA_256_F16,
+        config: TcConfig::Wgmma(v03_wgmma_256::TILING),
     },
 ];
 

@@ -1,0 +1,269 @@
+//! The Hopper GEMM engine the wgmma versions share (sm_90a): TMA loads into a 4-stage shared
+//! ring guarded by mbarriers, one producer warpgroup and `CONSUMERS` consumer warpgroups (warp
+//! specialization), and `wgmma.mma_async` m64n128k16 reading both operands straight from
+//! 128-byte-swizzled shared memory. Each version is a [`WgmmaTiling`] and a block order.
+//!
+//! # Thread mapping
+//! `(CONSUMERS + 1) x 128` threads. Warpgroups `0 .. CONSUMERS` are consumers: warpgroup `w`
+//! owns rows `64 w .. 64 w + 63` of the block's `64 CONSUMERS x 128` C tile, 64 f32
+//! accumulators per thread (the wgmma D layout, `device::hopper`). The last warpgroup is the
+//! producer: its first thread issues every TMA load; its other threads exit at once.
+//!
+//! # Block order
+//! With `GROUP_M = 0` block (x, y) computes C tile (row y, column x). Otherwise the blocks,
+//! numbered row-major, walk groups of `GROUP_M` tile rows column by column, so the blocks
+//! running at once share A rows and B columns in L2 instead of each wave streaming all of B.
+//!
+//! # Pipeline
+//! Stage `s` of k-step `i` (`s = i % stages`, round `r = i / stages`): the producer waits
+//! until `empty[s]` completed phase `r - 1` (round 0 passes at once: parity `(r & 1) ^ 1`),
+//! announces the stage's bytes on `full[s]`, and issues the A box (64 k x BM rows) and two
+//! B boxes (64 columns x 64 k each). Consumers wait for `full[s]` phase `r`, issue four
+//! wgmmas (k 16 each), commit, and wait until at most one group is in flight; the stage of
+//! the previous k-step is then free, and lane 0 of each consumer warp arrives on its
+//! `empty` barrier (4 CONSUMERS arrivals complete a phase).
+//!
+//! # Shared layout (per stage, 1024-byte aligned, 128-byte swizzle)
+//! A as stored: BM rows x 128 bytes (K-major: 64 k per row), SBO = 1024 (8 rows); A
+//! transposed (stored K x M): panels of 64 k-rows x 128 bytes (M-major), one per consumer.
+//! B as stored: two panels of 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024
+//! (8 k-rows), LBO = 8192 (next 64 columns); B transposed (stored N x K): 128 rows x 128
+//! bytes, K-major. A k-step of 16 advances a K-major start by 32 bytes, an MN-major one by
+//! 2048 (16 rows).
+//!
+//! # Edges
+//! TMA zero-fills box elements outside the tensors, so any M, N, K works with no predicates
+//! in the main loop; the epilogue guards rows and columns.
+
+use super::TcParams;
+use crate::device::hopper::{
+    Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence,
+    wgmma_m64n128k16, wgmma_wait,
+};
+use crate::device::mma::MmaInput;
+use crate::device::thread::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x};
+use crate::gemm::unroll8;
+
+/// The tile configuration: the one source the launcher reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgmmaTiling {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub stages: u32,
+    pub consumers: u32,
+}
+
+impl WgmmaTiling {
+    pub const fn threads(self) -> u32 {
+        (self.consumers + 1) * 128
+    }
+    pub const fn a_bytes(self) -> u32 {
+        self.bm * self.bk * 2
+    }
+    pub const fn b_bytes(self) -> u32 {
+        self.bn * self.bk * 2
+    }
+    /// One MN-major panel: `bk` rows of 64 elements (128 bytes).
+    pub const fn panel_bytes(self) -> u32 {
+        self.bk * 128
+    }
+    pub const fn stage_bytes(self) -> u32 {
+        self.a_bytes() + self.b_bytes()
+    }
+    pub const fn a_offset(self, s: u32) -> u32 {
+        s * self.stage_bytes()
+    }
+    pub const fn b_offset(self, s: u32) -> u32 {
+        self.a_offset(s) + self.a_bytes()
+    }
+    pub const fn full_bar(self, s: u32) -> u32 {
+        self.stages * self.stage_bytes() + 8 * s
+    }
+    pub const fn empty_bar(self, s: u32) -> u32 {
+        self.full_bar(self.stages) + 8 * s
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.empty_bar(self.stages)
+    }
+    /// The TMA box of A and of B, in elements (contiguous dimension first). As stored, A
+    /// comes in one `bk x bm` box (K contiguous) and B in `bn / 64` panels of `64 x bk`;
+    /// transposed, A comes in `bm / 64` panels of `64 x bk` (M contiguous) and B in one
+    /// `bk x bn` box (K contiguous). Either way a stage is [`WgmmaTiling::stage_bytes`].
+    pub const fn a_box(self, trans: bool) -> [u32; 2] {
+        if trans { [64, self.bk] } else { [self.bk, self.bm] }
+    }
+    pub const fn b_box(self, trans: bool) -> [u32; 2] {
+        if trans { [self.bk, self.bn] } else { [64, self.bk] }
+    }
+    pub const fn check(self) -> Self {
+        assert!(self.bk * 2 == 128, "a k-step is one 128-byte swizzle row of A (64 halves)");
+        assert!(self.bm == 64 * self.consumers, "each consumer warpgroup owns 64 rows");
+        assert!(self.bn == 128, "the consumers issue m64n128k16");
+        assert!(self.bm <= 256 && self.bk <= 256, "TMA boxes are at most 256 per dimension");
+        assert!(self.stage_bytes().is_multiple_of(1024), "stages keep the 1024-byte swizzle period");
+        assert!(self.stages >= 2, "a ring needs two stages");
+        assert!(self.shared_bytes() <= 227 * 1024, "Hopper's 227 KB per block");
+        assert!(self.threads() <= 1024, "threads per block");
+        self
+    }
+}
+
+/// The tiling of an engine with `consumers` consumer warpgroups: `64 consumers x 128 x 64`
+/// tiles, 4 stages.
+pub const fn tiling(consumers: u32) -> WgmmaTiling {
+    WgmmaTiling { bm: 64 * consumers, bn: 128, bk: 64, stages: 4, consumers }.check()
+}
+
+/// The block's C tile (row, column) for `GROUP_M` (see "Block order").
+#[inline(always)]
+fn tile_of<const GROUP_M: u32>() -> (u32, u32) {
+    if GROUP_M == 0 {
+        return (block_idx_y(), block_idx_x());
+    }
+    let (tiles_n, tiles_m) = (grid_dim_x(), grid_dim_y());
+    let pid = block_idx_y() * tiles_n + block_idx_x();
+    let per_group = GROUP_M * tiles_n;
+    let first_m = (pid / per_group) * GROUP_M;
+    let rows = (tiles_m - first_m).min(GROUP_M);
+    let in_group = pid % per_group;
+    (first_m + in_group % rows, in_group / rows)
+}
+
+/// Deliberate bugs for the harness tests (`BUG` of [`run`]); 0 is the real kernel.
+pub mod bug {
+    /// A's descriptor names the 64-byte swizzle while TMA wrote the 128-byte one: a mis-laid
+    /// operand that stays inside its tile, so only the numbers can tell.
+    pub const A_LAYOUT: u32 = 1;
+    /// Consumers skip the wait for the stage's TMA loads.
+    pub const NO_FULL_WAIT: u32 = 2;
+    /// The producer skips the wait for the consumers to release the stage.
+    pub const NO_EMPTY_WAIT: u32 = 3;
+    /// Consumers release a stage right after issuing its wgmmas, before waiting for them.
+    pub const EARLY_RELEASE: u32 = 4;
+}
+
+/// The engine: `CONSUMERS` consumer warpgroups, block order `GROUP_M`, deliberate bug `BUG`.
+#[inline(always)]
+pub fn run<T: MmaInput, const CONSUMERS: u32, const GROUP_M: u32, const BUG: u32>(p: TcParams<T>) {
+    let tiling = const { tiling(CONSUMERS) };
+    let stages = tiling.stages;
+    let full = |s: u32| Mbarrier::at(tiling.full_bar(s));
+    let empty = |s: u32| Mbarrier::at(tiling.empty_bar(s));
+    let t = thread_idx_x();
+    let wg = t / 128;
+    if t == 0 {
+        let mut s = 0;
+        while s < stages {
+            full(s).init(1);
+            empty(s).init(4 * CONSUMERS);
+            s += 1;
+        }
+        fence_mbarrier_init();
+    }
+    sync_threads();
+    let steps = p.k.div_ceil(tiling.bk);
+    let (tile_m, tile_n) = tile_of::<GROUP_M>();
+    let (i0, j0) = (tile_m * tiling.bm, tile_n * tiling.bn);
+
+    if wg == CONSUMERS {
+        if t.is_multiple_of(128) {
+            let a_map = TensorMap { addr: p.maps };
+            let b_map = TensorMap { addr: p.maps + crate::device::hopper::TENSOR_MAP_BYTES as u64 };
+            let mut i = 0;
+            while i < steps {
+                let (s, round) = (i % stages, i / stages);
+                if BUG != bug::NO_EMPTY_WAIT {
+                    empty(s).wait((round & 1) ^ 1);
+                }
+                full(s).arrive_expect_tx(tiling.stage_bytes());
+                let k0 = (i * tiling.bk) as i32;
+                let mut q = 0;
+                if p.trans_a == 0 {
+                    tma_load_2d(tiling.a_offset(s), a_map, k0, i0 as i32, full(s));
+                } else {
+                    while q < tiling.bm / 64 {
+                        let dst = tiling.a_offset(s) + q * tiling.panel_bytes();
+                        tma_load_2d(dst, a_map, (i0 + 64 * q) as i32, k0, full(s));
+                        q += 1;
+                    }
+                }
+                if p.trans_b == 0 {
+                    q = 0;
+                    while q < tiling.bn / 64 {
+                        let dst = tiling.b_offset(s) + q * tiling.panel_bytes();
+                        tma_load_2d(dst, b_map, (j0 + 64 * q) as i32, k0, full(s));
+                        q += 1;
+                    }
+                } else {
+                    tma_load_2d(tiling.b_offset(s), b_map, k0, j0 as i32, full(s));
+                }
+                i += 1;
+            }
+        }
+        return;
+    }
+
+    let mut acc = [0.0f32; 64];
+    let mut i = 0;
+    while i < steps {
+        let (s, round) = (i % stages, i / stages);
+        if BUG != bug::NO_FULL_WAIT {
+            full(s).wait(round & 1);
+        }
+        wgmma_fence();
+        let a_swizzle = if BUG == bug::A_LAYOUT { Swizzle::B64 } else { Swizzle::B128 };
+        // K-major tiles (A as stored, B transposed): 128-byte rows of 64 k, a k-step is 32
+        // bytes on. MN-major ones (A transposed, B as stored): panels of 64 k-rows, a k-step is
+        // 16 rows (2048 bytes) on, the next 64 columns a panel (LBO) on.
+        let (a, a_step) = if p.trans_a == 0 {
+            (SmemDesc::new(smem_addr(tiling.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle), 32)
+        } else {
+            let panel = tiling.a_offset(s) + wg * tiling.panel_bytes();
+            (SmemDesc::new(smem_addr(panel), tiling.panel_bytes(), 1024, a_swizzle), 2048)
+        };
+        let (b, b_step) = if p.trans_b == 0 {
+            (SmemDesc::new(smem_addr(tiling.b_offset(s)), tiling.panel_bytes(), 1024, Swizzle::B128), 2048)
+        } else {
+            (SmemDesc::new(smem_addr(tiling.b_offset(s)), 16, 1024, Swizzle::B128), 32)
+        };
+        let mut kk = 0;
+        while kk < tiling.bk / 16 {
+            let (ak, bk) = (a.advance(a_step * kk), b.advance(b_step * kk));
+            match (p.trans_a != 0, p.trans_b != 0) {
+                (false, false) => wgmma_m64n128k16::<T, 0, 1>(&mut acc, ak, bk, true),
+                (false, true) => wgmma_m64n128k16::<T, 0, 0>(&mut acc, ak, bk, true),
+                (true, false) => wgmma_m64n128k16::<T, 1, 1>(&mut acc, ak, bk, true),
+                (true, true) => wgmma_m64n128k16::<T, 1, 0>(&mut acc, ak, bk, true),
+            }
+            kk += 1;
+        }
+        wgmma_commit();
+        if BUG == bug::EARLY_RELEASE {
+            if t.is_multiple_of(32) {
+                empty(s).arrive();
+            }
+        } else {
+            // At most this step's group in flight: the previous step's stage is free.
+            wgmma_wait::<1>();
+            if i > 0 && t.is_multiple_of(32) {
+                empty((i - 1) % stages).arrive();
+            }
+        }
+        i += 1;
+    }
+    wgmma_wait::<0>();
+
+    // Epilogue: d[4 n8 + j] sits at row 16 warp + g + 8 (j / 2), column 8 n8 + 2 tq + j % 2.
+    let (warp, lane) = ((t % 128) / 32, t % 32);
+    let (g, tq) = (lane / 4, lane % 4);
+    unroll8!(hi < 8 => {
+        unroll8!(lo < 8 => {
+            let r = 8 * hi + lo;
+            let (n8, j) = (r as u32 / 4, r as u32 % 4);
+            let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
+            let col = j0 + 8 * n8 + 2 * tq + j % 2;
+            super::store(&p, row, col, acc[r]);
+        });
+    });
+}
