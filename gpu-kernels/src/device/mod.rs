@@ -32,7 +32,7 @@ use ptx as imp;
 use crate::emu::api as imp;
 
 pub use element::Element;
-pub use memory::{Global, GlobalMut, Shared};
+pub use memory::{Bytes16, Global, GlobalMut, Shared};
 
 /// Threads in a warp on every NVIDIA GPU ferrokern targets.
 pub const WARP_SIZE: u32 = 32;
