@@ -45,14 +45,17 @@
 //!
 //! # Occupancy of the shared strategy
 //! A block caching `b` bytes of row uses `b + 384` bytes of shared memory. An SM has 228 KB,
-//! so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) run one 512-thread block per
-//! SM (16 warps, 25% occupancy), shorter ones two. That is the occupancy the register-cached
-//! block path has already (ptxas gives its 16-bit kernels up to 128 registers per thread, one
-//! 512-thread block per SM), and it suffices: the fill loop keeps four 16-byte loads in flight
-//! per thread, 32 KB per SM, which covers the ~30 KB an SM needs in flight for its share of
-//! HBM bandwidth (4.8 TB/s / 132 SMs x ~0.8 us latency). Halving the occupancy to save a full
-//! re-read of the row (a third of the traffic of softmax) is the right trade for a
-//! bandwidth-bound op.
+//! so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread block per
+//! SM (16 warps, 25% occupancy), shorter ones two. The shared path lives in the block kernels,
+//! whose registers already allow only one 512-thread block per SM: ptxas gives the softmax,
+//! cross_entropy and forward norm block kernels 64-96 registers per thread on sm_90 (94-118 on
+//! sm_80), over the 64 that two blocks would need. So caching the row costs no occupancy the
+//! register-cached block path does not already give up, and one block per SM suffices for a
+//! streaming op: the fill loop keeps four 16-byte loads in flight per thread, 32 KB per SM,
+//! about what an SM needs in flight for its share of HBM bandwidth (4.8 TB/s / 132 SMs x
+//! ~0.8 us latency ~ 30 KB). Saving a full re-read of the row (a third of softmax's traffic,
+//! half of layernorm's) is the right trade for a bandwidth-bound op. These are estimates: no
+//! GPU measured them yet.
 //!
 //! # Safety
 //! Launchers guarantee `rows * cols` elements in every row-shaped view, `rows` elements in
