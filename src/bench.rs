@@ -107,13 +107,15 @@ pub fn elementwise(ctx: &Context, op: Op, dtype: DType, n: usize) -> Result<Meas
     }
 }
 
-/// Row-op shapes in the sweep (rows, cols): the common 4096-wide hidden size, long rows past
-/// the register cache, short rows, and few very long rows (the split strategy where an op
-/// has it). Every shape
-/// moves at least 256 MB in f32.
+/// Row-op shapes in the sweep (rows, cols): the common 4096-wide hidden size (block, rows in
+/// registers), long rows past the register cache (32768 columns: the shared strategy for ops
+/// that re-read rows, 128 KB of f32 per row), short rows (warp), and few very long rows (64 x
+/// 1M: the split strategy). Every shape moves at least 256 MB in f32.
 pub const ROW_SHAPES: &[(usize, usize)] = &[(32_768, 4096), (4096, 32_768), (1 << 20, 128), (64, 1 << 20)];
-/// Cross-entropy's shape: 8192 tokens over a 50257-word vocabulary.
-pub const CROSS_ENTROPY_SHAPE: (usize, usize) = (8192, 50_257);
+/// Cross-entropy's shapes: 8192 tokens over a 50257-word vocabulary (the shared strategy: a
+/// row is 201 KB in f32, 100 KB in bf16), and a small batch over a 256k vocabulary (8 x
+/// 262144: the split strategy; 8 MB of f32 logits, under the 256 MB the other shapes move).
+pub const CROSS_ENTROPY_SHAPES: &[(usize, usize)] = &[(8192, 50_257), (8, 262_144)];
 
 /// Bytes a row op must move: every input read once, every output written once.
 pub fn row_bytes(op: RowOp, shape: Rows, elem: usize) -> u64 {
@@ -259,7 +261,7 @@ fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measureme
     Ok(Measurement {
         family: "rows",
         op: op.name().into(),
-        version: format!("{:?}", row_strategy(op, shape)).to_lowercase(),
+        version: format!("{:?}", row_strategy::<T>(ctx, op, shape)).to_lowercase(),
         shape: format!("{}x{}", shape.rows, shape.cols),
         dtype: T::NAME,
         median_ms: med,
@@ -273,15 +275,9 @@ fn rows_one<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> Result<Measureme
     })
 }
 
-/// The strategy the launcher picks for `op` on `shape` (split exists for reductions and softmax).
-pub fn row_strategy(op: RowOp, shape: Rows) -> crate::rows::RowStrategy {
-    use crate::rows::RowStrategy;
-    match op {
-        RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::Softmax | RowOp::LogSoftmax => {
-            RowStrategy::for_shape(shape.rows, shape.cols)
-        }
-        _ => RowStrategy::for_cols(shape.cols),
-    }
+/// The strategy the launcher picks for `op` on `shape` of `T` on `ctx`.
+pub fn row_strategy<T: Float>(ctx: &Context, op: RowOp, shape: Rows) -> crate::rows::RowStrategy {
+    op.auto_strategy(ctx, T::DTYPE, shape)
 }
 
 /// Measures one row op on `shape` of `dtype` against the copy baseline.
@@ -297,7 +293,7 @@ pub fn rows(ctx: &Context, op: RowOp, dtype: DType, shape: Rows) -> Result<Measu
 /// The shapes the sweep measures `op` on.
 pub fn row_shapes(op: RowOp) -> Vec<Rows> {
     if op == RowOp::CrossEntropy {
-        return vec![Rows::new(CROSS_ENTROPY_SHAPE.0, CROSS_ENTROPY_SHAPE.1)];
+        return CROSS_ENTROPY_SHAPES.iter().map(|&(r, c)| Rows::new(r, c)).collect();
     }
     ROW_SHAPES.iter().map(|&(r, c)| Rows::new(r, c)).collect()
 }

@@ -1,17 +1,22 @@
 //! Fused cross-entropy over logits `[rows x vocab]` and integer targets: per-row loss (f32)
 //! and, optionally, the gradient w.r.t. the logits, `(softmax - onehot(target)) * grad_scale`,
-//! from one read of each row when it fits in registers (vocabularies up to 8192; longer rows
-//! take a second read). Rows whose target equals `ignore_index` get loss 0 and gradient 0.
+//! from one read of each row when it fits in registers (vocabularies up to 8192) or, with the
+//! gradient, in shared memory (the shared strategy); longer rows take a second read. Few
+//! rows of long vocabularies (fewer than 512, or than 88 where shared memory holds the row,
+//! over 32768 columns) take the split strategy: per-segment statistics (softmax's kernel),
+//! then a launch that combines them in a fixed order and writes the loss and gradient.
+//! Rows whose target equals `ignore_index` get loss 0 and gradient 0.
 //!
 //! With `check_targets`, targets are checked before the launch: every target must be in
 //! `0..vocab` or equal to `ignore_index`. That check downloads the targets (4 bytes per row)
 //! and waits for them; without it the kernel's own guard gives NaN losses for bad targets.
 //! Kernel: `gpu-kernels/src/softmax.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
-use crate::{BufMut, BufRef, Context, Error, Float, Result};
-use gpu_kernels::device::GlobalMut;
-use gpu_kernels::softmax::CrossEntropyParams;
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
+use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
+use gpu_kernels::device::{Global, GlobalMut};
+use gpu_kernels::rows::SPLIT_SEGMENT;
+use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxParams};
 
 /// Cross-entropy's inputs.
 #[derive(Clone, Copy)]
@@ -75,11 +80,13 @@ pub fn cross_entropy_with<T: Float>(
             ),
         ));
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let write_grad = dlogits.is_some();
+    // Without the gradient a row is read once (online statistics): nothing to cache.
+    let plan = if write_grad { RowPlan::cached(T::DTYPE.size()) } else { RowPlan::ONE_PASS };
+    let strategy = choose(ctx, OP, strategy, plan, shape)?;
     let mut addrs = vec![logits.addr()];
     addrs.extend(dlogits.as_ref().map(|d| d.addr()));
-    let write_grad = dlogits.is_some();
-    let params = CrossEntropyParams {
+    let mut params = CrossEntropyParams {
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &addrs) as u32,
@@ -91,11 +98,40 @@ pub fn cross_entropy_with<T: Float>(
         targets: targets.global(),
         loss: loss.global_mut(),
         dlogits: dlogits.map_or(GlobalMut::empty(), |mut d| d.global_mut()),
+        shared: (strategy == RowStrategy::Shared) as u32,
+        segment: SPLIT_SEGMENT,
+        partial: Global::empty(),
     };
-    ctx.launch(T::row_kernels().cross_entropy[slot(strategy, OP)?], launch_config(strategy, shape.rows), params)
+    let k = T::row_kernels();
+    if strategy != RowStrategy::Split {
+        return ctx.launch(
+            k.cross_entropy[slot(strategy, OP)?],
+            launch_config(strategy, shape, T::DTYPE.size()),
+            params,
+        );
+    }
+    let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
+    ctx.with_scratch(words, |partial| {
+        let stats = SoftmaxParams {
+            rows: params.rows,
+            cols: params.cols,
+            vectorized: vectorized::<T>(shape.cols, &[logits.addr()]) as u32,
+            x: params.logits,
+            y: GlobalMut::empty(),
+            segment: SPLIT_SEGMENT,
+            partial,
+            shared: 0,
+        };
+        let cfg = split_config(shape.rows, shape.cols);
+        ctx.launch(k.softmax_split[0], cfg, stats)?;
+        params.partial = partial.as_global();
+        // Without the gradient only the loss is left: one block per row.
+        let apply = if write_grad { cfg } else { LaunchConfig { grid: Dim3::xy(1, shape.rows as u32), ..cfg } };
+        ctx.launch(k.cross_entropy_split, apply, params)
+    })
 }
 
-/// Cross-entropy with the strategy picked by vocabulary size.
+/// Cross-entropy with the strategy picked by shape ([`RowStrategy::select`]).
 pub fn cross_entropy<T: Float>(
     ctx: &Context,
     input: CrossEntropyInput<'_, T>,

@@ -2,12 +2,16 @@
 //! gradients (`dgamma`, `dbeta`) are f32; activations use the input type. Parameter
 //! gradients are bitwise deterministic (no atomics: per-group partial sums, then a fixed-order
 //! column sum). `rows = 0` does nothing; `cols = 0` and a negative or non-finite `eps` are
-//! errors. Kernels: `gpu-kernels/src/norm.rs`.
+//! errors. Strategies: a warp or a block per row (the forward caches the row in registers, or
+//! in shared memory with the shared strategy), or for few long rows the split strategy:
+//! several blocks per row, per-segment partial results in the context's scratch, and a second
+//! launch that combines them in a fixed order. Kernels: `gpu-kernels/src/norm.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, vectorized};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::{Global, GlobalMut};
 use gpu_kernels::norm::{COLUMN_SUM, COLUMN_SUM_THREADS, ColumnSumParams, NormBackwardParams, NormParams};
+use gpu_kernels::rows::{SPLIT_SEGMENT, TARGET_SMS};
 
 /// A forward norm's inputs. `beta` is layernorm's shift (`None` for rmsnorm).
 #[derive(Clone, Copy)]
@@ -85,12 +89,11 @@ fn forward<T: Float>(
     if shape.rows == 0 {
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let strategy = choose(ctx, op, strategy, RowPlan::cached(T::DTYPE.size()), shape)?;
     let k = T::row_kernels();
-    let def = if layer { k.layernorm[slot(strategy, op)?] } else { k.rmsnorm[slot(strategy, op)?] };
     let mut addrs = vec![x.addr(), gamma.addr(), y.addr()];
     addrs.extend(beta.as_ref().map(|b| b.addr()));
-    let params = NormParams {
+    let mut params = NormParams {
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &addrs) as u32,
@@ -101,8 +104,21 @@ fn forward<T: Float>(
         y: y.global_mut(),
         mean: mean.map_or(GlobalMut::empty(), |mut m| m.global_mut()),
         rstd: rstd.global_mut(),
+        shared: (strategy == RowStrategy::Shared) as u32,
+        segment: SPLIT_SEGMENT,
+        stats: GlobalMut::empty(),
     };
-    ctx.launch(def, launch_config(strategy, shape.rows), params)
+    if strategy != RowStrategy::Split {
+        let def = if layer { k.layernorm[slot(strategy, op)?] } else { k.rmsnorm[slot(strategy, op)?] };
+        return ctx.launch(def, launch_config(strategy, shape, T::DTYPE.size()), params);
+    }
+    let split = if layer { k.layernorm_split } else { k.rmsnorm_split };
+    ctx.with_scratch(shape.rows * RowStrategy::segments(shape.cols) * 2, |scratch| {
+        params.stats = scratch.as_f32();
+        let cfg = split_config(shape.rows, shape.cols);
+        ctx.launch(split[0], cfg, params)?;
+        ctx.launch(split[1], cfg, params)
+    })
 }
 
 /// `y = (x - mean) * rstd * gamma + beta` per row; saves `mean` and `rstd` (one per row).
@@ -134,7 +150,7 @@ pub fn rmsnorm_with<T: Float>(
     forward(ctx, "rmsnorm", strategy, input, y, None, rstd)
 }
 
-/// LayerNorm forward with the strategy picked by row length.
+/// LayerNorm forward with the strategy picked by shape ([`RowStrategy::select`]).
 pub fn layernorm<T: Float>(
     ctx: &Context,
     input: NormInput<'_, T>,
@@ -145,7 +161,7 @@ pub fn layernorm<T: Float>(
     layernorm_with(ctx, None, input, y, mean, rstd)
 }
 
-/// RMSNorm forward with the strategy picked by row length.
+/// RMSNorm forward with the strategy picked by shape.
 pub fn rmsnorm<T: Float>(
     ctx: &Context,
     input: NormInput<'_, T>,
@@ -229,7 +245,10 @@ fn backward<T: Float>(
         }
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let strategy = choose(ctx, op, strategy, RowPlan::ONE_PASS, shape)?;
+    if strategy == RowStrategy::Split {
+        return split_backward(ctx, layer, grad, dx, dgamma, dbeta);
+    }
     let rpb = strategy.rows_per_block() as usize;
     let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
     let groups = blocks * rpb;
@@ -251,10 +270,69 @@ fn backward<T: Float>(
             rstd: rstd.global(),
             dx: dx.global_mut(),
             partial,
+            segment: SPLIT_SEGMENT,
+            stats: GlobalMut::empty(),
         };
-        let mut cfg = launch_config(strategy, shape.rows);
+        let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
         cfg.grid = Dim3::x(blocks as u32);
         ctx.launch(def, cfg, params)?;
+        column_sum(ctx, partial.as_global(), 0, groups, shape.cols, width, dgamma)?;
+        if let Some(b) = dbeta {
+            column_sum(ctx, partial.as_global(), shape.cols, groups, shape.cols, width, b)?;
+        }
+        Ok(())
+    })
+}
+
+/// Blocks the split backward's second launch aims for: 4 per SM, enough to fill the GPU,
+/// while the row groups (and so the partial rows written and summed) stay few.
+pub const SPLIT_BACKWARD_BLOCKS: usize = 4 * TARGET_SMS;
+
+/// Row groups of the split backward for `shape`: enough `(segment, group)` blocks for
+/// [`SPLIT_BACKWARD_BLOCKS`], at most one group per row.
+pub fn split_backward_groups(shape: Rows) -> usize {
+    SPLIT_BACKWARD_BLOCKS.div_ceil(RowStrategy::segments(shape.cols)).clamp(1, shape.rows.max(1))
+}
+
+/// The split strategy's backward: per-(row, segment) sums, then `(segment, group)` blocks
+/// writing dx and per-group partial parameter gradients, then the fixed-order column sums.
+/// The context's scratch holds the `rows * segments * 2` sums, then `groups * width` partials.
+fn split_backward<T: Float>(
+    ctx: &Context,
+    layer: bool,
+    grad: NormGrad<'_, T>,
+    mut dx: BufMut<'_, T>,
+    dgamma: BufMut<'_, f32>,
+    dbeta: Option<BufMut<'_, f32>>,
+) -> Result<()> {
+    let NormGrad { dy, x, gamma, mean, rstd, shape } = grad;
+    let segments = RowStrategy::segments(shape.cols);
+    let groups = split_backward_groups(shape);
+    let width = shape.cols * if layer { 2 } else { 1 };
+    // Partials first (16-byte aligned), then the sums.
+    let stats_at = (groups * width).next_multiple_of(4);
+    let k = T::row_kernels();
+    let split = if layer { k.layernorm_backward_split } else { k.rmsnorm_backward_split };
+    ctx.with_scratch(stats_at + shape.rows * segments * 2, |scratch| {
+        let all = scratch.as_f32();
+        let (partial, stats) = all.split_at(stats_at);
+        let params = NormBackwardParams {
+            rows: shape.rows as u32,
+            cols: shape.cols as u32,
+            vectorized: vectorized::<T>(shape.cols, &[dy.addr(), x.addr(), gamma.addr(), dx.addr()]) as u32,
+            x: x.global(),
+            dy: dy.global(),
+            gamma: gamma.global(),
+            mean: mean.map_or(Global::empty(), |m| m.global()),
+            rstd: rstd.global(),
+            dx: dx.global_mut(),
+            partial,
+            segment: SPLIT_SEGMENT,
+            stats,
+        };
+        let cfg = split_config(shape.rows, shape.cols);
+        ctx.launch(split[0], cfg, params)?;
+        ctx.launch(split[1], LaunchConfig { grid: Dim3::xy(segments as u32, groups as u32), ..cfg }, params)?;
         column_sum(ctx, partial.as_global(), 0, groups, shape.cols, width, dgamma)?;
         if let Some(b) = dbeta {
             column_sum(ctx, partial.as_global(), shape.cols, groups, shape.cols, width, b)?;
@@ -292,7 +370,7 @@ pub fn rmsnorm_backward_with<T: Float>(
     backward(ctx, "rmsnorm_backward", strategy, grad, dx, dgamma, None)
 }
 
-/// LayerNorm backward with the strategy picked by row length.
+/// LayerNorm backward with the strategy picked by shape.
 pub fn layernorm_backward<T: Float>(
     ctx: &Context,
     grad: NormGrad<'_, T>,
@@ -303,7 +381,7 @@ pub fn layernorm_backward<T: Float>(
     layernorm_backward_with(ctx, None, grad, dx, dgamma, dbeta)
 }
 
-/// RMSNorm backward with the strategy picked by row length.
+/// RMSNorm backward with the strategy picked by shape.
 pub fn rmsnorm_backward<T: Float>(
     ctx: &Context,
     grad: NormGrad<'_, T>,

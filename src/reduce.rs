@@ -5,7 +5,7 @@
 //! mismatch. `rows = 0` does nothing; `cols = 0` gives sums of 0 and is an error for max and
 //! argmax (there is no maximum of nothing). Kernels: `gpu-kernels/src/reduce.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, split_config, vectorized};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::reduce::ReduceParams;
@@ -63,7 +63,7 @@ fn launch<T: Float>(
     if shape.rows == 0 {
         return Ok(());
     }
-    let mut strategy = strategy.unwrap_or(RowStrategy::for_shape(shape.rows, shape.cols));
+    let mut strategy = choose(ctx, name, strategy, RowPlan::ONE_PASS, shape)?;
     if shape.cols == 0 {
         // Nothing to split: every row's sum is 0, which block-per-row writes directly.
         strategy = RowStrategy::Block;
@@ -95,7 +95,7 @@ fn launch<T: Float>(
         }
     };
     if strategy != RowStrategy::Split {
-        return ctx.launch(pair[slot(strategy, name)?], launch_config(strategy, shape.rows), params);
+        return ctx.launch(pair[slot(strategy, name)?], launch_config(strategy, shape, T::DTYPE.size()), params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 3;
     ctx.with_scratch(words, |partial| {

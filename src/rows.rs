@@ -1,13 +1,13 @@
 //! What every row op's launcher shares: the row shape, its checks, the strategy choice, and
 //! the kernel tables per dtype.
 
-use crate::{BufRef, Error, LaunchConfig, Result, Scalar};
+use crate::{BufRef, Context, Error, LaunchConfig, Result, Scalar};
 use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
 use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::MAX_ROW_BLOCKS;
-pub use gpu_kernels::rows::RowStrategy;
+use gpu_kernels::rows::{MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET};
+pub use gpu_kernels::rows::{RowPlan, RowStrategy};
 use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxBackwardParams, SoftmaxParams};
 
 /// A row-major matrix of `rows` contiguous rows of `cols` elements.
@@ -69,13 +69,62 @@ pub fn vectorized<T: Scalar>(cols: usize, addrs: &[usize]) -> bool {
     (cols * T::DTYPE.size()).is_multiple_of(16) && addrs.iter().all(|a| a.is_multiple_of(16))
 }
 
-/// The launch shape for `rows` rows with `strategy`.
-pub fn launch_config(strategy: RowStrategy, rows: usize) -> LaunchConfig {
-    let blocks = rows.div_ceil(strategy.rows_per_block() as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32;
+/// The launch shape for `shape` with `strategy` over `elem`-byte elements (the shared
+/// strategy's dynamic shared memory holds one row).
+pub fn launch_config(strategy: RowStrategy, shape: Rows, elem: usize) -> LaunchConfig {
+    let blocks = shape.rows.div_ceil(strategy.rows_per_block() as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32;
     LaunchConfig {
         grid: Dim3::x(blocks),
         block: Dim3::x(strategy.block_threads()),
-        shared_bytes: strategy.shared_bytes(),
+        shared_bytes: strategy.shared_bytes(shape.cols, elem),
+    }
+}
+
+/// Dynamic shared memory one block may use for a row op on `ctx`: the device's opt-in limit,
+/// at most [`MAX_BLOCK_SHARED_BYTES`] (the config the kernels' layout is checked against).
+pub fn shared_limit(ctx: &Context) -> u32 {
+    ctx.max_shared_bytes().min(MAX_BLOCK_SHARED_BYTES)
+}
+
+/// Most columns of `elem`-byte elements the shared strategy caches on `ctx`.
+pub fn shared_capacity(ctx: &Context, elem: usize) -> usize {
+    (shared_limit(ctx).saturating_sub(SHARED_ROW_OFFSET) as usize) / 16 * (16 / elem)
+}
+
+/// The strategy for an op described by `plan` on `shape` on `ctx`: `requested`, checked, or
+/// [`RowStrategy::select`]'s choice. A requested shared strategy is refused for an op that
+/// does not cache rows (`plan.cache_elem == 0`) and for rows that do not fit; a requested
+/// split for an op without split kernels.
+pub fn choose(
+    ctx: &Context,
+    op: &'static str,
+    requested: Option<RowStrategy>,
+    plan: RowPlan,
+    shape: Rows,
+) -> Result<RowStrategy> {
+    let Some(s) = requested else {
+        return Ok(RowStrategy::select(shape.rows, shape.cols, plan, shared_limit(ctx)));
+    };
+    match s {
+        RowStrategy::Shared if plan.cache_elem == 0 => Err(Error::invalid(
+            op,
+            "the shared strategy caches rows that an op reads more than once (softmax, log_softmax, cross_entropy with the gradient, layernorm, rmsnorm); use block",
+        )),
+        RowStrategy::Shared if shape.cols > shared_capacity(ctx, plan.cache_elem) => Err(Error::invalid(
+            op,
+            format!(
+                "a row of {} columns needs {} bytes of shared memory but a block gets at most {} here (rows up to {} columns fit); use block or split",
+                shape.cols,
+                gpu_kernels::rows::shared_launch_bytes(shape.cols, plan.cache_elem),
+                shared_limit(ctx),
+                shared_capacity(ctx, plan.cache_elem)
+            ),
+        )),
+        RowStrategy::Split if !plan.split => Err(Error::invalid(
+            op,
+            "the split strategy (several blocks per row) exists for sum, max, argmax, softmax, log_softmax, cross_entropy, layernorm, rmsnorm and their backward passes; use warp, block or shared",
+        )),
+        s => Ok(s),
     }
 }
 
@@ -98,6 +147,13 @@ pub struct RowKernels<T: 'static> {
     /// Split strategy: (segment statistics, softmax apply, log_softmax apply).
     pub softmax_split: [&'static KernelDef<SoftmaxParams<T>>; 3],
     pub cross_entropy: [&'static KernelDef<CrossEntropyParams<T>>; 2],
+    /// Split strategy, second launch (the first is `softmax_split[0]` over the logits).
+    pub cross_entropy_split: &'static KernelDef<CrossEntropyParams<T>>,
+    /// Split strategy: (segment statistics, apply) per norm, forward and backward.
+    pub layernorm_split: [&'static KernelDef<NormParams<T>>; 2],
+    pub rmsnorm_split: [&'static KernelDef<NormParams<T>>; 2],
+    pub layernorm_backward_split: [&'static KernelDef<NormBackwardParams<T>>; 2],
+    pub rmsnorm_backward_split: [&'static KernelDef<NormBackwardParams<T>>; 2],
     pub softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
     pub log_softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
     pub layernorm: [&'static KernelDef<NormParams<T>>; 2],
@@ -106,16 +162,16 @@ pub struct RowKernels<T: 'static> {
     pub rmsnorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
 }
 
-/// Index of `strategy` in a `[warp, block]` pair; the split strategy has its own kernels
-/// and exists only for reductions and softmax, so other ops refuse it.
+/// Index of `strategy` in a `[warp, block]` pair (the shared strategy runs the block kernels
+/// with the cache on); the split strategy has its own kernels, which launchers pick before
+/// this, so reaching it here is refused.
 pub fn slot(strategy: RowStrategy, op: &'static str) -> Result<usize> {
     match strategy {
         RowStrategy::Warp => Ok(0),
-        RowStrategy::Block => Ok(1),
-        RowStrategy::Split => Err(Error::invalid(
-            op,
-            "the split strategy (several blocks per row) exists for sum, max, argmax, softmax and log_softmax; use warp or block",
-        )),
+        RowStrategy::Block | RowStrategy::Shared => Ok(1),
+        RowStrategy::Split => {
+            Err(Error::invalid(op, "the split strategy has no kernel here; use warp, block or shared"))
+        }
     }
 }
 
@@ -124,6 +180,6 @@ pub fn split_config(rows: usize, cols: usize) -> LaunchConfig {
     LaunchConfig {
         grid: Dim3::xy(RowStrategy::segments(cols) as u32, rows as u32),
         block: Dim3::x(RowStrategy::Split.block_threads()),
-        shared_bytes: RowStrategy::Split.shared_bytes(),
+        shared_bytes: RowStrategy::Split.shared_bytes(cols, 4),
     }
 }

@@ -5,7 +5,7 @@
 //! subtracted first). `rows = 0` or `cols = 0` does nothing. Kernels:
 //! `gpu-kernels/src/softmax.rs`.
 
-use crate::rows::{RowStrategy, Rows, launch_config, slot, split_config, vectorized};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
 use crate::{BufMut, BufRef, Context, Float, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::rows::SPLIT_SEGMENT;
@@ -27,7 +27,7 @@ fn launch<T: Float>(
     if shape.rows == 0 || shape.cols == 0 {
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_shape(shape.rows, shape.cols));
+    let strategy = choose(ctx, name, strategy, RowPlan::cached(T::DTYPE.size()), shape)?;
     let k = T::row_kernels();
     let mut params = SoftmaxParams {
         rows: shape.rows as u32,
@@ -37,10 +37,11 @@ fn launch<T: Float>(
         y: y.global_mut(),
         segment: SPLIT_SEGMENT,
         partial: GlobalMut::empty(),
+        shared: (strategy == RowStrategy::Shared) as u32,
     };
     if strategy != RowStrategy::Split {
         let def = if log { k.log_softmax[slot(strategy, name)?] } else { k.softmax[slot(strategy, name)?] };
-        return ctx.launch(def, launch_config(strategy, shape.rows), params);
+        return ctx.launch(def, launch_config(strategy, shape, T::DTYPE.size()), params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
     ctx.with_scratch(words, |partial| {
@@ -51,7 +52,7 @@ fn launch<T: Float>(
     })
 }
 
-/// `y = softmax(x)` per row. `strategy: None` picks by row length.
+/// `y = softmax(x)` per row. `strategy: None` picks by shape ([`RowStrategy::select`]).
 pub fn softmax_with<T: Float>(
     ctx: &Context,
     strategy: Option<RowStrategy>,
@@ -102,7 +103,7 @@ fn backward<T: Float>(
     if shape.rows == 0 || shape.cols == 0 {
         return Ok(());
     }
-    let strategy = strategy.unwrap_or(RowStrategy::for_cols(shape.cols));
+    let strategy = choose(ctx, name, strategy, RowPlan::BLOCK_ONLY, shape)?;
     let k = T::row_kernels();
     let def =
         if log { k.log_softmax_backward[slot(strategy, name)?] } else { k.softmax_backward[slot(strategy, name)?] };
@@ -114,7 +115,7 @@ fn backward<T: Float>(
         dy: dy.global(),
         dx: dx.global_mut(),
     };
-    ctx.launch(def, launch_config(strategy, shape.rows), params)
+    ctx.launch(def, launch_config(strategy, shape, T::DTYPE.size()), params)
 }
 
 /// Softmax backward from the forward's output `y`: `dx = y (dy - sum(dy y))` per row.

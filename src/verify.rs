@@ -218,6 +218,26 @@ impl RowOp {
     pub fn from_name(s: &str) -> Option<RowOp> {
         RowOp::ALL.into_iter().find(|o| o.name() == s)
     }
+
+    /// What the strategy choice knows about this op over `elem`-byte elements, as its
+    /// launcher passes it (cross_entropy as `verify` and the bench run it: with the gradient).
+    pub const fn plan(self, elem: usize) -> crate::rows::RowPlan {
+        use crate::rows::RowPlan;
+        match self {
+            RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
+                RowPlan::ONE_PASS
+            }
+            RowOp::Softmax | RowOp::LogSoftmax | RowOp::CrossEntropy | RowOp::LayerNorm | RowOp::RmsNorm => {
+                RowPlan::cached(elem)
+            }
+            RowOp::SoftmaxBackward | RowOp::LogSoftmaxBackward => RowPlan::BLOCK_ONLY,
+        }
+    }
+
+    /// The strategy this op's launcher picks on `ctx` for `shape` of `dtype` by default.
+    pub fn auto_strategy(self, ctx: &Context, dtype: DType, shape: Rows) -> RowStrategy {
+        RowStrategy::select(shape.rows, shape.cols, self.plan(dtype.size()), crate::rows::shared_limit(ctx))
+    }
 }
 
 /// One row-op case.

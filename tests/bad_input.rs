@@ -16,6 +16,7 @@ use ferrokern::elementwise::{self as ew, Op};
 use ferrokern::gpu_kernels::Element;
 use ferrokern::gpu_kernels::selftest::{self as st, SELFTEST_BLOCK, SELFTEST_SHARED_BYTES, SelftestParams};
 use ferrokern::paged;
+use ferrokern::rows::{RowStrategy, Rows};
 use ferrokern::{Context, DeviceBuffer, Dim3, Error, Float, KernelDef, LaunchConfig, Result};
 use half::{bf16, f16};
 use std::cell::Cell;
@@ -566,6 +567,40 @@ fn gemm_tc_case(way: TcWay) -> Outcome {
     outcome(r, [still_fresh("c", &c), still_fresh("c16", &c16)])
 }
 
+/// A row op called with a forced strategy it cannot take: `which` names the call.
+fn row_strategy_case(which: &str, rows: usize, cols: usize, strategy: RowStrategy) -> Outcome {
+    let ctx = Context::emulator();
+    let shape = Rows::new(rows, cols);
+    let x = ctx.upload(&vec![0.5f32; rows * cols]).unwrap();
+    let mut y = ctx.alloc::<f32>(rows * cols).unwrap();
+    let mut per_row = ctx.alloc::<f32>(rows).unwrap();
+    let s = Some(strategy);
+    let result = match which {
+        "sum" => ferrokern::reduce::sum_with(&ctx, s, x.as_view(), shape, per_row.as_view_mut()),
+        "softmax" => ferrokern::softmax::softmax_with(&ctx, s, x.as_view(), shape, y.as_view_mut()),
+        "softmax_backward" => {
+            ferrokern::softmax::softmax_backward_with(&ctx, s, x.as_view(), x.as_view(), shape, y.as_view_mut())
+        }
+        "rmsnorm_backward" => {
+            let gamma = ctx.upload(&vec![1.0f32; cols]).unwrap();
+            let rstd = ctx.upload(&vec![1.0f32; rows]).unwrap();
+            let grad = ferrokern::norm::NormGrad {
+                dy: x.as_view(),
+                x: x.as_view(),
+                gamma: gamma.as_view(),
+                mean: None,
+                rstd: rstd.as_view(),
+                shape,
+            };
+            let mut dgamma = ctx.alloc::<f32>(cols).unwrap();
+            let r = ferrokern::norm::rmsnorm_backward_with(&ctx, s, grad, y.as_view_mut(), dgamma.as_view_mut());
+            return outcome(r, [still_fresh("dx", &y), still_fresh("dgamma", &dgamma)]);
+        }
+        other => panic!("no row strategy case for {other}"),
+    };
+    outcome(result, [still_fresh("y", &y), still_fresh("per-row output", &per_row)])
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -770,6 +805,25 @@ fn other_table() -> Vec<Case> {
         }),
         case("gemm_tc: v02 with ldb = 9", Invalid, &["gemm_tc", "TMA", "leading dimension 9"], || {
             gemm_tc_case(TcWay::TmaOddLdb)
+        }),
+        // Row ops: a forced strategy the op or the shape cannot take
+        case("sum: shared strategy", Invalid, &["sum", "shared strategy", "use block"], || {
+            row_strategy_case("sum", 2, 9000, RowStrategy::Shared)
+        }),
+        case(
+            "rmsnorm_backward: shared strategy",
+            Invalid,
+            &["rmsnorm_backward", "shared strategy", "use block"],
+            || row_strategy_case("rmsnorm_backward", 2, 9000, RowStrategy::Shared),
+        ),
+        case(
+            "softmax: shared strategy for a row past shared memory",
+            Invalid,
+            &["softmax", "58017 columns", "232464 bytes", "232448", "58016 columns fit", "use block or split"],
+            || row_strategy_case("softmax", 1, 58_017, RowStrategy::Shared),
+        ),
+        case("softmax_backward: split strategy", Invalid, &["softmax_backward", "split strategy", "use warp"], || {
+            row_strategy_case("softmax_backward", 2, 40_000, RowStrategy::Split)
         }),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),

@@ -1,7 +1,8 @@
 //! Property tests of layernorm and rmsnorm, forward and backward, against the f64 reference
 //! (outputs, saved statistics and parameter gradients), on the emulator always and the GPU
-//! when present, over both strategies and both paths, odd shapes and misaligned views; plus
-//! the normalization property and bitwise determinism of the parameter gradients.
+//! when present, over every strategy (warp, block, shared for the forward, split) and path,
+//! odd shapes and misaligned views; plus the normalization property and bitwise determinism
+//! of the parameter gradients (block and split).
 
 mod common;
 
@@ -13,7 +14,18 @@ use proptest::prelude::*;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const OPS: [RowOp; 4] = [RowOp::LayerNorm, RowOp::RmsNorm, RowOp::LayerNormBackward, RowOp::RmsNormBackward];
-const COLS: &[usize] = &[1, 2, 7, 33, 511, 512, 513, 1023, 4097, 8192, 8193];
+/// Around every boundary: warp (512), block registers (8192; past it the forward caches the
+/// row in shared memory), a split segment (8192) and split (more than 32768 columns).
+const COLS: &[usize] = &[1, 2, 7, 33, 511, 512, 513, 1023, 4097, 8192, 8193, 16_385, 32_769];
+
+/// The strategies a norm op can be forced to: the shared strategy is the forward's only.
+fn strategies(op: RowOp) -> Vec<RowStrategy> {
+    let mut v = vec![RowStrategy::Warp, RowStrategy::Block, RowStrategy::Split];
+    if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) {
+        v.push(RowStrategy::Shared);
+    }
+    v
+}
 
 fn run(ctx: &Context, case: RowCase) {
     let r = verify::rows(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
@@ -34,8 +46,16 @@ proptest! {
         cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(COLS.to_vec())],
         offset in 0usize..2,
         seed in any::<u64>(),
-        strategy in proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block)]),
+        strategy in proptest::sample::select(vec![
+            None,
+            Some(RowStrategy::Warp),
+            Some(RowStrategy::Block),
+            Some(RowStrategy::Shared),
+            Some(RowStrategy::Split),
+        ]),
     ) {
+        // The backward has no shared strategy: it takes block there.
+        let strategy = strategy.filter(|s| *s != RowStrategy::Shared || strategies(op).contains(s)).or(strategy.map(|_| RowStrategy::Block));
         for ctx in common::property_backends("norms_match_reference", common::cases(CASES)) {
             run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values: Values::Finite, strategy });
         }
@@ -49,7 +69,7 @@ fn norms_every_boundary_both_strategies() {
         for op in OPS {
             for dtype in DTYPES {
                 for &cols in COLS {
-                    for strategy in [RowStrategy::Warp, RowStrategy::Block] {
+                    for strategy in strategies(op) {
                         let case = RowCase {
                             op,
                             dtype,
@@ -163,5 +183,71 @@ fn norm_bad_inputs_are_refused() {
         let e = layernorm(&ctx, input, y.as_view_mut(), m.as_view_mut(), r.as_view_mut()).expect_err(name);
         assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
         println!("{name}: {e}");
+    }
+}
+
+#[test]
+fn split_norms_match_reference() {
+    // Few long rows: the automatic choice is split (fewer than 88 rows past 32768 columns),
+    // including a last segment of one element and rows just at the split row boundary.
+    let mut n = 0;
+    for ctx in common::backends("split_norms") {
+        for op in OPS {
+            for dtype in DTYPES {
+                for (rows, cols) in [(3, 40_000), (2, 32_769), (87, 32_769)] {
+                    if rows == 87 && dtype != DType::F16 {
+                        continue;
+                    }
+                    let shape = Rows::new(rows, cols);
+                    assert_eq!(op.auto_strategy(&ctx, dtype, shape), RowStrategy::Split);
+                    let case = RowCase {
+                        op,
+                        dtype,
+                        shape,
+                        seed: cols as u64,
+                        offset: rows % 2,
+                        values: Values::Finite,
+                        strategy: None,
+                    };
+                    run(&ctx, case);
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("split norms: {n} cases passed");
+}
+
+#[test]
+fn split_parameter_gradients_are_bitwise_deterministic() {
+    let ctx = Context::emulator();
+    let (rows, cols) = (5, 33_000);
+    assert_eq!(RowOp::LayerNormBackward.auto_strategy(&ctx, DType::F32, Rows::new(rows, cols)), RowStrategy::Split);
+    let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+    let dy: Vec<f32> = (0..rows * cols).map(|i| ((i * 104729) % 997) as f32 * 0.001 - 0.5).collect();
+    let (xb, dyb, gb) = (ctx.upload(&x).unwrap(), ctx.upload(&dy).unwrap(), ctx.upload(&vec![1.5f32; cols]).unwrap());
+    let (mb, rb) = (ctx.upload(&vec![0.1f32; rows]).unwrap(), ctx.upload(&vec![0.3f32; rows]).unwrap());
+    let mut first: Option<Vec<u32>> = None;
+    for _ in 0..3 {
+        let mut dx = ctx.alloc::<f32>(rows * cols).unwrap();
+        let (mut dg, mut db) = (ctx.alloc::<f32>(cols).unwrap(), ctx.alloc::<f32>(cols).unwrap());
+        let grad = NormGrad {
+            dy: dyb.as_view(),
+            x: xb.as_view(),
+            gamma: gb.as_view(),
+            mean: Some(mb.as_view()),
+            rstd: rb.as_view(),
+            shape: Rows::new(rows, cols),
+        };
+        layernorm_backward(&ctx, grad, dx.as_view_mut(), dg.as_view_mut(), db.as_view_mut()).unwrap();
+        let now: Vec<u32> = [dx.to_host().unwrap(), dg.to_host().unwrap(), db.to_host().unwrap()]
+            .concat()
+            .into_iter()
+            .map(f32::to_bits)
+            .collect();
+        if let Some(f) = &first {
+            assert!(f == &now, "dx/dgamma/dbeta differ between runs");
+        }
+        first = Some(now);
     }
 }

@@ -1,18 +1,21 @@
 //! Property tests of softmax and log_softmax against the f64 reference, on the emulator
-//! always and the GPU when present, over both strategies (warp and block per row) and both
-//! paths (rows cached in registers, and longer rows streamed), odd shapes, misaligned views,
-//! masked rows, NaN, and huge magnitudes; plus properties beyond the reference.
+//! always and the GPU when present, over every strategy (warp, block, shared, split) and path
+//! (rows cached in registers or shared memory, longer rows streamed), odd shapes, misaligned
+//! views, masked rows, NaN, and huge magnitudes; each threshold at +-1; the strategy choice
+//! for every row op; plus properties beyond the reference.
 
 mod common;
 
-use ferrokern::rows::{RowStrategy, Rows};
+use ferrokern::rows::{RowPlan, RowStrategy, Rows, shared_capacity};
+use ferrokern::verify::RowOp::*;
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType};
 use proptest::prelude::*;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-/// Column counts around every boundary: chunk (4/8), warp capacity (512), block capacity (8192).
-const COLS: &[usize] = &[1, 7, 8, 31, 33, 127, 511, 512, 513, 1023, 4097, 8191, 8192, 8193, 9001];
+/// Column counts around every boundary: chunk (4/8), warp capacity (512), block capacity
+/// (8192, past which the shared strategy caches the row), split (more than 32768 columns).
+const COLS: &[usize] = &[1, 7, 8, 31, 33, 127, 511, 512, 513, 1023, 4097, 8191, 8192, 8193, 9001, 32_769];
 
 fn run(ctx: &Context, case: RowCase) {
     let r = verify::rows(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
@@ -20,7 +23,13 @@ fn run(ctx: &Context, case: RowCase) {
 }
 
 fn strategy() -> impl Strategy<Value = Option<RowStrategy>> {
-    proptest::sample::select(vec![None, Some(RowStrategy::Warp), Some(RowStrategy::Block), Some(RowStrategy::Split)])
+    proptest::sample::select(vec![
+        None,
+        Some(RowStrategy::Warp),
+        Some(RowStrategy::Block),
+        Some(RowStrategy::Shared),
+        Some(RowStrategy::Split),
+    ])
 }
 
 /// Property cases per run (FERROKERN_CASES overrides).
@@ -54,7 +63,7 @@ fn softmax_every_boundary_both_strategies() {
         for op in [RowOp::Softmax, RowOp::LogSoftmax] {
             for dtype in DTYPES {
                 for &cols in COLS {
-                    for strategy in [RowStrategy::Warp, RowStrategy::Block, RowStrategy::Split] {
+                    for strategy in [RowStrategy::Warp, RowStrategy::Block, RowStrategy::Shared, RowStrategy::Split] {
                         for offset in [0, 1] {
                             let case = RowCase {
                                 op,
@@ -155,4 +164,110 @@ proptest! {
             run(&ctx, RowCase { op, dtype, shape: Rows::new(rows, cols), seed, offset, values: Values::Finite, strategy });
         }
     }
+}
+
+#[test]
+fn shared_capacity_boundary() {
+    // The emulator grants 227 KB per block, like an H200: 58016 f32 or 116032 16-bit columns.
+    let mut n = 0;
+    for ctx in common::backends("shared_capacity_boundary") {
+        for dtype in DTYPES {
+            let cap = shared_capacity(&ctx, dtype.size());
+            if ctx.backend() == ferrokern::Backend::Emulator {
+                assert_eq!(cap, if dtype == DType::F32 { 58_016 } else { 116_032 });
+            }
+            for (cols, strategy) in [
+                (cap - 1, Some(RowStrategy::Shared)),
+                (cap, Some(RowStrategy::Shared)),
+                (cap + 1, Some(RowStrategy::Block)),
+                (cap + 1, None),
+            ] {
+                let case = RowCase {
+                    op: RowOp::Softmax,
+                    dtype,
+                    shape: Rows::new(2, cols),
+                    seed: cols as u64,
+                    offset: cols % 2,
+                    values: Values::WithSpecials,
+                    strategy,
+                };
+                run(&ctx, case);
+                n += 1;
+            }
+        }
+    }
+    println!("shared capacity boundary: {n} cases passed");
+}
+
+#[test]
+fn split_row_count_boundary() {
+    // With the row in shared memory, split takes fewer than 88 rows of more than 32768 columns.
+    assert_eq!(RowStrategy::select(87, 32_769, RowPlan::cached(4), 232_448), RowStrategy::Split);
+    assert_eq!(RowStrategy::select(88, 32_769, RowPlan::cached(4), 232_448), RowStrategy::Shared);
+    for ctx in common::backends("split_row_count_boundary") {
+        for (rows, cols) in [(87, 32_769), (88, 32_769), (87, 32_768)] {
+            let case = RowCase {
+                op: RowOp::LogSoftmax,
+                dtype: DType::BF16,
+                shape: Rows::new(rows, cols),
+                seed: rows as u64,
+                offset: 0,
+                values: Values::Finite,
+                strategy: None,
+            };
+            run(&ctx, case);
+        }
+    }
+}
+
+#[test]
+fn strategy_selection_picks_shared_and_split() {
+    use RowStrategy::*;
+    let ctx = Context::emulator();
+    let cached = [Softmax, LogSoftmax, CrossEntropy, LayerNorm, RmsNorm];
+    let one_pass = [Sum, Max, Argmax, LayerNormBackward, RmsNormBackward];
+    let backward = [SoftmaxBackward, LogSoftmaxBackward];
+    let pick = |op: RowOp, dtype: DType, rows: usize, cols: usize| op.auto_strategy(&ctx, dtype, Rows::new(rows, cols));
+    for dtype in DTYPES {
+        let cap = if dtype == DType::F32 { 58_016 } else { 116_032 };
+        for op in RowOp::ALL {
+            // Every op: a warp up to 512 columns, a block from registers up to 8192.
+            assert_eq!(pick(op, dtype, 1000, 512), Warp, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, 513), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, 8192), Block, "{op:?} {dtype:?}");
+        }
+        for op in cached {
+            // Past the registers: shared while the row fits, block streaming beyond.
+            assert_eq!(pick(op, dtype, 1000, 8193), Shared, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, cap), Shared, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, cap + 1), Block, "{op:?} {dtype:?}");
+            // Few long rows: split, below 88 rows while the row fits shared memory, below
+            // 512 beyond; only past 32768 columns.
+            assert_eq!(pick(op, dtype, 87, 32_769), Split, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 88, 32_769), Shared, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 87, 32_768), Shared, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 511, cap + 1), Split, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 512, cap + 1), Block, "{op:?} {dtype:?}");
+        }
+        for op in one_pass {
+            // Read once: nothing to cache; split below 512 rows past 32768 columns.
+            assert_eq!(pick(op, dtype, 1000, 8193), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 511, 32_769), Split, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 512, 32_769), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 511, 32_768), Block, "{op:?} {dtype:?}");
+        }
+        for op in backward {
+            assert_eq!(pick(op, dtype, 1000, 8193), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 8, 1 << 20), Block, "{op:?} {dtype:?}");
+        }
+        // The bench's long-row shapes.
+        for op in cached.into_iter().chain(one_pass) {
+            assert_eq!(pick(op, dtype, 64, 1 << 20), Split, "{op:?} {dtype:?}");
+        }
+        assert_eq!(pick(CrossEntropy, dtype, 8, 262_144), Split);
+        assert_eq!(pick(Softmax, dtype, 4096, 32_768), Shared);
+    }
+    // A device with less shared memory (sm_80's 163 KB) caches fewer columns.
+    assert_eq!(RowStrategy::select(1000, 50_000, RowPlan::cached(4), 163 * 1024), Block);
+    assert_eq!(RowStrategy::select(1000, 40_000, RowPlan::cached(4), 163 * 1024), Shared);
 }

@@ -14,17 +14,34 @@
 //! order.
 //!
 //! # Thread mapping
-//! The row engine's ([`crate::rows`]); [`column_sum`] runs one thread per column.
+//! The row engine's ([`crate::rows`]); [`column_sum`] runs one thread per column. The forward
+//! keeps the row in registers, in the shared row cache ([`crate::rows::RowStrategy::Shared`])
+//! or streams it (three passes for layernorm, two for rmsnorm).
+//!
+//! The split strategy (few, long rows) runs blocks over [`crate::rows::SPLIT_SEGMENT`]-element
+//! segments of a row in two launches, with per-segment partial results in scratch, combined
+//! in segment order by every thread that needs them (no atomics, so bitwise deterministic):
+//! - forward: [`split_stats`] writes each segment's `(mean, M2)` (two-pass, from registers;
+//!   rmsnorm `(0, sum x^2)`); [`split_apply`] merges them (Chan et al.'s pairwise update),
+//!   writes `mean`/`rstd` (segment 0) and re-reads its segment to write `y`.
+//! - backward: [`split_backward_stats`] writes each segment's `(sum g, sum g xhat)`;
+//!   [`split_backward_apply`] runs `(segment, row group)` blocks: each walks the rows of its
+//!   group, writes its segment of `dx`, and accumulates `dgamma`/`dbeta` for its segment's
+//!   columns in registers, stored once into its row group's partial row for [`column_sum`].
 //!
 //! # Safety
 //! As in [`crate::rows`]; `gamma`/`beta`/`dgamma`/`dbeta` have `cols` elements, `mean`/`rstd`
 //! have `rows`, `partial` has `groups * cols * (1 or 2)` where `groups` is the number of row
-//! groups in the launch (grid x rows per block).
+//! groups in the launch (grid x rows per block; split: grid y). Split launches: grid x is
+//! `cols.div_ceil(segment)`, `stats` holds 2 words per (row, segment).
 
 use crate::device::reduce::Sum;
-use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, index_1d, thread_idx_x};
+use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, math};
-use crate::rows::{self, MAX_CACHE_CHUNKS, assign, cache_chunks, group_reduce, load_chunk, store_chunk};
+use crate::rows::{
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
+    store_chunk, visit_shared,
+};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +58,12 @@ pub struct NormParams<T> {
     /// layernorm only (empty for rmsnorm).
     pub mean: GlobalMut<f32>,
     pub rstd: GlobalMut<f32>,
+    /// Block kernels only: nonzero when the launch has the shared row cache.
+    pub shared: u32,
+    /// Split strategy only: elements per segment, and 2 words per (row, segment) of
+    /// partial statistics in scratch.
+    pub segment: u32,
+    pub stats: GlobalMut<f32>,
 }
 
 #[repr(C)]
@@ -58,6 +81,10 @@ pub struct NormBackwardParams<T> {
     pub dx: GlobalMut<T>,
     /// Per row group: `cols` partial dgamma, then (layernorm) `cols` partial dbeta.
     pub partial: GlobalMut<f32>,
+    /// Split strategy only: elements per segment, and 2 words per (row, segment) of
+    /// partial sums in scratch.
+    pub segment: u32,
+    pub stats: GlobalMut<f32>,
 }
 
 #[repr(C)]
@@ -84,13 +111,20 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
     let nchunks = rows::chunks(cols, VEC);
     let cache_n = const { cache_chunks(VEC) };
     let cached = nchunks <= G as usize * cache_n;
+    let shared = !cached && G != crate::device::WARP_SIZE && p.shared != 0;
     let inv_cols = 1.0 / p.cols as f32;
     while row < p.rows as usize {
         let base = row * cols;
         let mut cache = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
-        // Pass 1: the mean (layernorm) or nothing (rmsnorm).
+        // Pass 1: the mean (layernorm) or nothing (rmsnorm); the shared path fills its cache.
         let mut s = 0.0f32;
-        if cached {
+        if shared {
+            fill_shared::<T, VEC, G>(&p.x, base, cols, lane, vectorized, 0.0, |_, v| {
+                for e in v {
+                    s += e;
+                }
+            });
+        } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * G as usize;
                 if c < nchunks {
@@ -120,7 +154,9 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
                 }
             }
         };
-        if cached {
+        if shared {
+            visit_shared::<T, VEC, G>(cols, lane, |c, v| acc(c, &v));
+        } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * G as usize;
                 if c < nchunks {
@@ -152,7 +188,9 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             }
             store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
         };
-        if cached {
+        if shared {
+            visit_shared::<T, VEC, G>(cols, lane, |c, v| write(c, &v));
+        } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * G as usize;
                 if c < nchunks {
@@ -242,6 +280,203 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
     }
 }
 
+/// Split forward, first launch: block `(segment, row)` writes its segment's `(mean, M2)`
+/// (rmsnorm: `(0, sum of x^2)`) to `stats[(row * segments + segment) * 2 ..]`, two-pass from
+/// registers (a segment is exactly the block's register capacity).
+#[inline(always)]
+pub fn split_stats<T: Element, const VEC: usize, const LAYER: bool>(p: NormParams<T>) {
+    const G: u32 = BLOCK_ROW_THREADS;
+    let cols = p.cols as usize;
+    let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
+    let lane = thread_idx_x() as usize;
+    let base = row * cols + start;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(len, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    let mut cache = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+    let mut s = 0.0f32;
+    crate::for_each_cached_chunk!(j < cache_n => {
+        let c = lane + j * G as usize;
+        if c < nchunks {
+            cache[j] = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+            for &v in cache[j].iter() {
+                s += v;
+            }
+        }
+    });
+    let mean = if LAYER { group_reduce::<Sum, G>(Sum(s)).0 / len as f32 } else { 0.0 };
+    let mut q = 0.0f32;
+    crate::for_each_cached_chunk!(j < cache_n => {
+        let c = lane + j * G as usize;
+        if c < nchunks {
+            for (k, &x) in cache[j].iter().enumerate() {
+                if c * VEC + k < len {
+                    let d = x - mean;
+                    q = math::fma(d, d, q);
+                }
+            }
+        }
+    });
+    let m2 = group_reduce::<Sum, G>(Sum(q)).0;
+    if lane == 0 {
+        p.stats.store((row * segments + seg) * 2, mean);
+        p.stats.store((row * segments + seg) * 2 + 1, m2);
+    }
+}
+
+/// The row's `(mean, variance)` from the split strategy's per-segment `(mean, M2)`, merged in
+/// segment order (Chan, Golub and LeVeque's pairwise update; rmsnorm's means are 0, so it
+/// adds the sums of squares).
+#[inline(always)]
+#[track_caller]
+fn split_moments(stats: &Global<f32>, row: usize, cols: usize, segment: usize) -> (f32, f32) {
+    let segments = cols.div_ceil(segment);
+    let (mut n, mut mean, mut m2) = (0.0f32, 0.0f32, 0.0f32);
+    for s in 0..segments {
+        let nb = segment.min(cols - s * segment) as f32;
+        let (mb, m2b) = (stats.load((row * segments + s) * 2), stats.load((row * segments + s) * 2 + 1));
+        let nab = n + nb;
+        let delta = mb - mean;
+        mean = math::fma(delta, nb / nab, mean);
+        m2 = m2 + m2b + delta * delta * (n * (nb / nab));
+        n = nab;
+    }
+    (mean, m2 / cols as f32)
+}
+
+/// Split forward, second launch: block `(segment, row)` merges the row's segment statistics
+/// (every thread, the same order), block 0 of the row saves `mean`/`rstd`, and the block
+/// re-reads its segment to write `y`.
+#[inline(always)]
+pub fn split_apply<T: Element, const VEC: usize, const LAYER: bool>(p: NormParams<T>) {
+    let cols = p.cols as usize;
+    let (row, seg, _, start, len) = rows::split_segment(cols, p.segment as usize);
+    let (mean, var) = split_moments(&p.stats.as_global(), row, cols, p.segment as usize);
+    let rstd = 1.0 / math::sqrt(var + p.eps);
+    let lane = thread_idx_x() as usize;
+    if seg == 0 && lane == 0 {
+        if LAYER {
+            p.mean.store(row, mean);
+        }
+        p.rstd.store(row, rstd);
+    }
+    let base = row * cols + start;
+    let vectorized = p.vectorized != 0;
+    let mut c = lane;
+    while c < rows::chunks(len, VEC) {
+        let v = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+        let g = load_chunk::<T, VEC>(&p.gamma, start, len, c, vectorized, 0.0);
+        let b = if LAYER { load_chunk::<T, VEC>(&p.beta, start, len, c, vectorized, 0.0) } else { [0.0; VEC] };
+        let mut o = [0.0f32; VEC];
+        for k in 0..VEC {
+            o[k] = math::fma((v[k] - mean) * rstd, g[k], b[k]);
+        }
+        store_chunk::<T, VEC>(&p.y, base, len, c, vectorized, o);
+        c += BLOCK_ROW_THREADS as usize;
+    }
+}
+
+/// Split backward, first launch: block `(segment, row)` writes its segment's
+/// `(sum of g, sum of g xhat)` (`g = dy gamma`) to `stats[(row * segments + segment) * 2 ..]`.
+#[inline(always)]
+pub fn split_backward_stats<T: Element, const VEC: usize, const LAYER: bool>(p: NormBackwardParams<T>) {
+    const G: u32 = BLOCK_ROW_THREADS;
+    let cols = p.cols as usize;
+    let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
+    let lane = thread_idx_x() as usize;
+    let base = row * cols + start;
+    let vectorized = p.vectorized != 0;
+    let mean = if LAYER { p.mean.load(row) } else { 0.0 };
+    let rstd = p.rstd.load(row);
+    let (mut sg, mut sgx) = (0.0f32, 0.0f32);
+    let mut c = lane;
+    while c < rows::chunks(len, VEC) {
+        let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+        let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
+        let gm = load_chunk::<T, VEC>(&p.gamma, start, len, c, vectorized, 0.0);
+        for k in 0..VEC {
+            let g = dy[k] * gm[k];
+            sg += g;
+            sgx = math::fma(g, (x[k] - mean) * rstd, sgx);
+        }
+        c += G as usize;
+    }
+    let sg = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 } else { 0.0 };
+    let sgx = group_reduce::<Sum, G>(Sum(sgx)).0;
+    if lane == 0 {
+        p.stats.store((row * segments + seg) * 2, sg);
+        p.stats.store((row * segments + seg) * 2 + 1, sgx);
+    }
+}
+
+/// Split backward, second launch: block `(segment, group)` walks rows `group, group + groups,
+/// ...` (groups = grid y): merges the row's segment sums in segment order, writes its
+/// segment of `dx`, and adds `dy xhat` (and `dy`) for its columns into registers; at the end
+/// it stores them into its group's partial row (`partial[group * width + column]`), which
+/// [`column_sum`] adds over groups. A thread owns the same columns in every row.
+#[inline(always)]
+pub fn split_backward_apply<T: Element, const VEC: usize, const LAYER: bool>(p: NormBackwardParams<T>) {
+    const G: u32 = BLOCK_ROW_THREADS;
+    let cols = p.cols as usize;
+    let segment = p.segment as usize;
+    let (seg, group, groups) = (block_idx_x() as usize, block_idx_y() as usize, grid_dim_y() as usize);
+    let segments = cols.div_ceil(segment);
+    let start = seg * segment;
+    let len = segment.min(cols - start);
+    let lane = thread_idx_x() as usize;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(len, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    let inv_cols = 1.0 / p.cols as f32;
+    let mut dg = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+    let mut db = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+    let mut row = group;
+    while row < p.rows as usize {
+        let (mut sg, mut sgx) = (0.0f32, 0.0f32);
+        for s in 0..segments {
+            sg += p.stats.load((row * segments + s) * 2);
+            sgx += p.stats.load((row * segments + s) * 2 + 1);
+        }
+        let (mean_g, mean_gx) = (sg * inv_cols, sgx * inv_cols);
+        let mean = if LAYER { p.mean.load(row) } else { 0.0 };
+        let rstd = p.rstd.load(row);
+        let base = row * cols + start;
+        crate::for_each_cached_chunk!(j < cache_n => {
+            let c = lane + j * G as usize;
+            if c < nchunks {
+                let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+                let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
+                let gm = load_chunk::<T, VEC>(&p.gamma, start, len, c, vectorized, 0.0);
+                let mut dx = [0.0f32; VEC];
+                for k in 0..VEC {
+                    let xhat = (x[k] - mean) * rstd;
+                    dx[k] = rstd * (dy[k] * gm[k] - mean_g - xhat * mean_gx);
+                    dg[j][k] = math::fma(dy[k], xhat, dg[j][k]);
+                    if LAYER {
+                        db[j][k] += dy[k];
+                    }
+                }
+                store_chunk::<T, VEC>(&p.dx, base, len, c, vectorized, dx);
+            }
+        });
+        row += groups;
+    }
+    let width = cols * if LAYER { 2 } else { 1 };
+    let pbase = group * width + start;
+    crate::for_each_cached_chunk!(j < cache_n => {
+        let c = lane + j * G as usize;
+        for k in 0..VEC {
+            let col = c * VEC + k;
+            if c < nchunks && col < len {
+                p.partial.store(pbase + col, dg[j][k]);
+                if LAYER {
+                    p.partial.store(pbase + cols + col, db[j][k]);
+                }
+            }
+        }
+    });
+}
+
 /// `out[c] = sum over g < groups of partial[start + g * stride + c]`, in order of `g`: the second
 /// stage of the parameter gradients. One thread per column, so a warp reads 32 adjacent
 /// columns of one partial row per step (coalesced).
@@ -293,4 +528,28 @@ crate::kernels! {
     RMSNORM_BACKWARD_BF16_WARP = rmsnorm_backward_bf16_warp(NormBackwardParams<Bf16>) => backward::<Bf16, 8, W, false>;
     RMSNORM_BACKWARD_BF16_BLOCK = rmsnorm_backward_bf16_block(NormBackwardParams<Bf16>) => backward::<Bf16, 8, B, false>;
     COLUMN_SUM = column_sum_f32(ColumnSumParams) => column_sum;
+    LAYERNORM_F32_SPLIT = layernorm_f32_split(NormParams<f32>) => split_stats::<f32, 4, true>;
+    LAYERNORM_F16_SPLIT = layernorm_f16_split(NormParams<F16>) => split_stats::<F16, 8, true>;
+    LAYERNORM_BF16_SPLIT = layernorm_bf16_split(NormParams<Bf16>) => split_stats::<Bf16, 8, true>;
+    RMSNORM_F32_SPLIT = rmsnorm_f32_split(NormParams<f32>) => split_stats::<f32, 4, false>;
+    RMSNORM_F16_SPLIT = rmsnorm_f16_split(NormParams<F16>) => split_stats::<F16, 8, false>;
+    RMSNORM_BF16_SPLIT = rmsnorm_bf16_split(NormParams<Bf16>) => split_stats::<Bf16, 8, false>;
+    LAYERNORM_F32_APPLY_SPLIT = layernorm_f32_apply_split(NormParams<f32>) => split_apply::<f32, 4, true>;
+    LAYERNORM_F16_APPLY_SPLIT = layernorm_f16_apply_split(NormParams<F16>) => split_apply::<F16, 8, true>;
+    LAYERNORM_BF16_APPLY_SPLIT = layernorm_bf16_apply_split(NormParams<Bf16>) => split_apply::<Bf16, 8, true>;
+    RMSNORM_F32_APPLY_SPLIT = rmsnorm_f32_apply_split(NormParams<f32>) => split_apply::<f32, 4, false>;
+    RMSNORM_F16_APPLY_SPLIT = rmsnorm_f16_apply_split(NormParams<F16>) => split_apply::<F16, 8, false>;
+    RMSNORM_BF16_APPLY_SPLIT = rmsnorm_bf16_apply_split(NormParams<Bf16>) => split_apply::<Bf16, 8, false>;
+    LAYERNORM_BACKWARD_F32_SPLIT = layernorm_backward_f32_split(NormBackwardParams<f32>) => split_backward_stats::<f32, 4, true>;
+    LAYERNORM_BACKWARD_F16_SPLIT = layernorm_backward_f16_split(NormBackwardParams<F16>) => split_backward_stats::<F16, 8, true>;
+    LAYERNORM_BACKWARD_BF16_SPLIT = layernorm_backward_bf16_split(NormBackwardParams<Bf16>) => split_backward_stats::<Bf16, 8, true>;
+    RMSNORM_BACKWARD_F32_SPLIT = rmsnorm_backward_f32_split(NormBackwardParams<f32>) => split_backward_stats::<f32, 4, false>;
+    RMSNORM_BACKWARD_F16_SPLIT = rmsnorm_backward_f16_split(NormBackwardParams<F16>) => split_backward_stats::<F16, 8, false>;
+    RMSNORM_BACKWARD_BF16_SPLIT = rmsnorm_backward_bf16_split(NormBackwardParams<Bf16>) => split_backward_stats::<Bf16, 8, false>;
+    LAYERNORM_BACKWARD_F32_APPLY_SPLIT = layernorm_backward_f32_apply_split(NormBackwardParams<f32>) => split_backward_apply::<f32, 4, true>;
+    LAYERNORM_BACKWARD_F16_APPLY_SPLIT = layernorm_backward_f16_apply_split(NormBackwardParams<F16>) => split_backward_apply::<F16, 8, true>;
+    LAYERNORM_BACKWARD_BF16_APPLY_SPLIT = layernorm_backward_bf16_apply_split(NormBackwardParams<Bf16>) => split_backward_apply::<Bf16, 8, true>;
+    RMSNORM_BACKWARD_F32_APPLY_SPLIT = rmsnorm_backward_f32_apply_split(NormBackwardParams<f32>) => split_backward_apply::<f32, 4, false>;
+    RMSNORM_BACKWARD_F16_APPLY_SPLIT = rmsnorm_backward_f16_apply_split(NormBackwardParams<F16>) => split_backward_apply::<F16, 8, false>;
+    RMSNORM_BACKWARD_BF16_APPLY_SPLIT = rmsnorm_backward_bf16_apply_split(NormBackwardParams<Bf16>) => split_backward_apply::<Bf16, 8, false>;
 }

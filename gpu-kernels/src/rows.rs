@@ -11,9 +11,51 @@
 //! adjacent chunks, so a group's accesses coalesce into full 128-byte lines.
 //!
 //! # Caching
-//! Ops that read a row more than once (softmax, norms) keep up to [`CACHE_CHUNKS`] chunks per
-//! thread in registers, so rows up to `G * CACHE_CHUNKS * VEC` columns are read from memory
-//! once; longer rows stream, re-reading the row per pass.
+//! Ops that read a row more than once (softmax, cross_entropy, the forward norms) keep up to
+//! [`CACHE_VALUES`] values per thread in registers, so rows up to `G * CACHE_VALUES` columns
+//! ([`RowStrategy::capacity`]: 512 for a warp, 8192 for a block) are read from memory once.
+//! Longer rows are cached in dynamic shared memory by the [`RowStrategy::Shared`] strategy
+//! while they fit ([`SHARED_ROW_MAX_BYTES`], Hopper's 227 KB per block with the opt-in above
+//! 48 KB: 58016 f32 or 116032 f16/bf16 columns); each thread caches exactly the chunks it
+//! loads, so the cache needs no barrier. Rows beyond shared capacity stream, re-reading the
+//! row per pass, or go to the split strategy.
+//!
+//! # Bytes per strategy (the floor each can reach)
+//! With `m` the bytes of one row-shaped tensor (`rows * cols * size_of::<T>()`), every input
+//! read once and every output written once is the op's floor (the bench's `row_bytes`):
+//!
+//! | op | floor | warp / block (registers), shared | block streaming | split |
+//! |---|---|---|---|---|
+//! | sum, max, argmax | m | m | m | m (+ 12 B per segment) |
+//! | softmax, log_softmax | 2m | 2m | 3m (stats, then re-read to write) | 3m (stats launch, apply launch re-reads) |
+//! | cross_entropy with gradient | 2m | 2m | 3m | 3m |
+//! | cross_entropy, loss only | m | m | m (online stats) | m |
+//! | layernorm | 2m | 2m | 4m (mean, variance, write passes) | 3m |
+//! | rmsnorm | 2m | 2m | 3m | 3m |
+//! | layernorm/rmsnorm backward | 3m | 3m when the second pass over x, dy hits L1/L2, up to 5m | 5m | 5m (+ the partial rows) |
+//! | softmax backward | 3m | 3m when the second pass over y, dy hits L1/L2, up to 5m | 5m | - |
+//!
+//! The cached strategies reach the floor; streaming and split pay an extra read of the row.
+//! That sets the thresholds: shared caching is preferred over split whenever it fits and
+//! there are enough rows to occupy the GPU at one block per SM, since split's extra read
+//! caps it at 2/3 of the floor's speed (softmax, cross_entropy): split wins only for fewer
+//! rows than 2/3 of the SMs ([`SPLIT_MAX_ROWS_SHARED`]). When the row does not fit, block
+//! streaming and split move the same bytes (or split fewer: layernorm), so split takes every
+//! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions.
+//!
+//! # Occupancy of the shared strategy
+//! A block caching `b` bytes of row uses `b + 384` bytes of shared memory. An SM has 228 KB,
+//! so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread block per
+//! SM (16 warps, 25% occupancy), shorter ones two. The shared path lives in the block kernels,
+//! whose registers already allow only one 512-thread block per SM: ptxas gives the softmax,
+//! cross_entropy and forward norm block kernels 64-96 registers per thread on sm_90 (94-118 on
+//! sm_80), over the 64 that two blocks would need. So caching the row costs no occupancy the
+//! register-cached block path does not already give up, and one block per SM suffices for a
+//! streaming op: the fill loop keeps four 16-byte loads in flight per thread, 32 KB per SM,
+//! about what an SM needs in flight for its share of HBM bandwidth (4.8 TB/s / 132 SMs x
+//! ~0.8 us latency ~ 30 KB). Saving a full re-read of the row (a third of softmax's traffic,
+//! half of layernorm's) is the right trade for a bandwidth-bound op. These are estimates: no
+//! GPU measured them yet.
 //!
 //! # Safety
 //! Launchers guarantee `rows * cols` elements in every row-shaped view, `rows` elements in
@@ -22,7 +64,7 @@
 
 use crate::device::reduce::{Reduce, block_reduce, warp_reduce};
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
-use crate::device::{Element, Global, GlobalMut, Shared, WARP_SIZE};
+use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE};
 
 /// Threads per block in warp-per-row kernels (8 rows per block).
 pub const WARP_BLOCK_THREADS: u32 = 256;
@@ -47,6 +89,32 @@ pub const MAX_ROW_BLOCKS: u32 = 65535;
 pub const BLOCK_SCRATCH_BYTES: u32 = Shared::<u32>::bytes(crate::device::reduce::block_scratch_words(3));
 const SCRATCH: Shared<u32> = Shared::at(0, crate::device::reduce::block_scratch_words(3));
 
+/// The largest dynamic shared segment one block may use: Hopper's 227 KB per block, with the
+/// opt-in the GPU launcher sets above 48 KB. Devices with less (sm_80: 163 KB) get what they
+/// report: the launcher takes the smaller of the two.
+pub const MAX_BLOCK_SHARED_BYTES: u32 = 227 * 1024;
+/// Byte offset of the shared row cache: after the block-reduction scratch, 16-byte aligned.
+pub const SHARED_ROW_OFFSET: u32 = BLOCK_SCRATCH_BYTES.next_multiple_of(16);
+/// Most bytes of row the shared strategy caches per block: the one config the launchers read.
+pub const SHARED_ROW_MAX_BYTES: u32 = MAX_BLOCK_SHARED_BYTES - SHARED_ROW_OFFSET;
+/// SMs of the GPU the thresholds are tuned for (H200: 132).
+pub const TARGET_SMS: usize = 132;
+/// With the row cached in shared memory, the split strategy (which re-reads the row) is
+/// chosen only for fewer rows than this: 2/3 of the SMs, where one block per row leaves more
+/// of the GPU idle than split's extra read costs.
+pub const SPLIT_MAX_ROWS_SHARED: usize = TARGET_SMS * 2 / 3;
+
+/// Bytes the shared row cache needs for a row of `cols` elements of `elem` bytes: whole
+/// 16-byte chunks (the tail chunk is padded).
+pub const fn shared_row_bytes(cols: usize, elem: usize) -> usize {
+    cols.div_ceil(16 / elem) * 16
+}
+
+/// Dynamic shared memory of a [`RowStrategy::Shared`] launch over rows of `cols` elements.
+pub const fn shared_launch_bytes(cols: usize, elem: usize) -> usize {
+    SHARED_ROW_OFFSET as usize + shared_row_bytes(cols, elem)
+}
+
 /// Elements of one row that one block handles in the split strategy.
 pub const SPLIT_SEGMENT: u32 = BLOCK_ROW_THREADS * CACHE_VALUES as u32;
 /// The split strategy is chosen for rows longer than this...
@@ -62,8 +130,12 @@ pub const SPLIT_FINAL_THREADS: u32 = WARP_SIZE;
 pub enum RowStrategy {
     /// A warp per row: rows up to [`RowStrategy::capacity`] columns.
     Warp,
-    /// A block of [`BLOCK_ROW_THREADS`] per row.
+    /// A block of [`BLOCK_ROW_THREADS`] per row; rows past the register cache stream.
     Block,
+    /// A block per row with the row cached in dynamic shared memory (rows past the register
+    /// cache that fit [`SHARED_ROW_MAX_BYTES`]), so ops that read a row more than once read
+    /// it from memory once. Launches the block kernels with the cache turned on.
+    Shared,
     /// Several blocks per row, each over a [`SPLIT_SEGMENT`]-element segment, in two
     /// launches: per-segment partial results into scratch, then a combine (reductions) or a
     /// second pass over the segment that writes the outputs (softmax). For few, long rows.
@@ -75,22 +147,24 @@ impl RowStrategy {
     pub const fn group(self) -> u32 {
         match self {
             RowStrategy::Warp => WARP_SIZE,
-            RowStrategy::Block | RowStrategy::Split => BLOCK_ROW_THREADS,
+            RowStrategy::Block | RowStrategy::Shared | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
     pub const fn block_threads(self) -> u32 {
         match self {
             RowStrategy::Warp => WARP_BLOCK_THREADS,
-            RowStrategy::Block | RowStrategy::Split => BLOCK_ROW_THREADS,
+            RowStrategy::Block | RowStrategy::Shared | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
     pub const fn rows_per_block(self) -> u32 {
         self.block_threads() / self.group()
     }
-    pub const fn shared_bytes(self) -> u32 {
+    /// Dynamic shared memory of a launch over rows of `cols` elements of `elem` bytes.
+    pub const fn shared_bytes(self, cols: usize, elem: usize) -> u32 {
         match self {
             RowStrategy::Warp => 0,
             RowStrategy::Block | RowStrategy::Split => BLOCK_SCRATCH_BYTES,
+            RowStrategy::Shared => shared_launch_bytes(cols, elem) as u32,
         }
     }
     /// Columns a group caches in registers (any element type).
@@ -102,10 +176,33 @@ impl RowStrategy {
     pub const fn for_cols(cols: usize) -> Self {
         if cols <= RowStrategy::Warp.capacity() { RowStrategy::Warp } else { RowStrategy::Block }
     }
-    /// The strategy for ops that have a split kernel: split for few, long rows, else as
-    /// [`RowStrategy::for_cols`].
+    /// The strategy for ops that have a split kernel and read a row once (the reductions):
+    /// split for few, long rows, else as [`RowStrategy::for_cols`].
     pub const fn for_shape(rows: usize, cols: usize) -> Self {
-        if cols > SPLIT_MIN_COLS && rows < SPLIT_MAX_ROWS { RowStrategy::Split } else { RowStrategy::for_cols(cols) }
+        RowStrategy::select(rows, cols, RowPlan::ONE_PASS, 0)
+    }
+    /// The strategy for an op described by `plan` over `rows` x `cols`, when one block may
+    /// use `shared_limit` bytes of dynamic shared memory: a warp while the warp's registers
+    /// hold the row; a block while the block's registers do; beyond, the row cached in shared
+    /// memory if the op re-reads rows and the row fits, unless there are too few rows to fill
+    /// the GPU and split exists; else split for few long rows, else block streaming. See the
+    /// module docs for the byte counts behind each threshold.
+    pub const fn select(rows: usize, cols: usize, plan: RowPlan, shared_limit: u32) -> Self {
+        if cols <= RowStrategy::Warp.capacity() {
+            return RowStrategy::Warp;
+        }
+        if cols <= RowStrategy::Block.capacity() {
+            return RowStrategy::Block;
+        }
+        let fits = plan.cache_elem > 0 && shared_launch_bytes(cols, plan.cache_elem) <= shared_limit as usize;
+        let few = rows < if fits { SPLIT_MAX_ROWS_SHARED } else { SPLIT_MAX_ROWS };
+        if plan.split && cols > SPLIT_MIN_COLS && few {
+            RowStrategy::Split
+        } else if fits {
+            RowStrategy::Shared
+        } else {
+            RowStrategy::Block
+        }
     }
     /// Segments of a split row of `cols` elements.
     pub const fn segments(cols: usize) -> usize {
@@ -113,12 +210,40 @@ impl RowStrategy {
     }
 }
 
+/// What the strategy choice needs to know about an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowPlan {
+    /// Bytes per column the op caches in shared memory when its rows do not fit registers
+    /// (the element size for ops that read a row more than once; 0 for single-pass ops).
+    pub cache_elem: usize,
+    /// Whether the op has split kernels.
+    pub split: bool,
+}
+
+impl RowPlan {
+    /// Reads each row once, has split kernels (sum, max, argmax; cross_entropy without the
+    /// gradient).
+    pub const ONE_PASS: RowPlan = RowPlan { cache_elem: 0, split: true };
+    /// Reads each row more than once, has split kernels and a shared-memory cache (softmax,
+    /// log_softmax, cross_entropy with the gradient, layernorm, rmsnorm) over `elem`-byte
+    /// elements.
+    pub const fn cached(elem: usize) -> RowPlan {
+        RowPlan { cache_elem: elem, split: true }
+    }
+    /// No cache, no split (softmax and log_softmax backward).
+    pub const BLOCK_ONLY: RowPlan = RowPlan { cache_elem: 0, split: false };
+}
+
 const _: () = assert!(WARP_BLOCK_THREADS.is_multiple_of(WARP_SIZE) && WARP_BLOCK_THREADS <= 1024);
+const _: () = assert!(SHARED_ROW_OFFSET.is_multiple_of(16) && SHARED_ROW_MAX_BYTES.is_multiple_of(16));
+const _: () =
+    assert!(SPLIT_SEGMENT as usize == RowStrategy::Block.capacity(), "a split segment fits the block's registers");
 const _: () = assert!(BLOCK_ROW_THREADS.is_multiple_of(WARP_SIZE) && BLOCK_ROW_THREADS <= 1024);
 
 /// Threads per block of `name` if it is a row kernel (reduce, softmax, norm families).
 pub fn launch_threads(name: &str) -> Option<u32> {
     let families = [crate::reduce::KERNEL_NAMES, crate::softmax::KERNEL_NAMES, crate::norm::KERNEL_NAMES];
+    // Every split kernel (`_split`, `_apply_split`) runs a block per segment.
     if !families.iter().any(|f| f.contains(&name)) {
         return None;
     }
@@ -236,4 +361,102 @@ pub fn split_segment(cols: usize, segment: usize) -> (usize, usize, usize, usize
 #[inline(always)]
 pub const fn chunks(cols: usize, vec: usize) -> usize {
     cols.div_ceil(vec)
+}
+
+/// Loads chunk `c` of the row starting at element `base` in the storage type; elements past
+/// `cols` read as `fill`. As [`load_chunk`] without the conversion, for the shared cache.
+#[inline(always)]
+#[track_caller]
+pub fn load_raw_chunk<T: Element, const VEC: usize>(
+    x: &Global<T>,
+    base: usize,
+    cols: usize,
+    c: usize,
+    vectorized: bool,
+    fill: T,
+) -> [T; VEC] {
+    let start = c * VEC;
+    if vectorized && start + VEC <= cols {
+        return x.load_chunk::<VEC>((base + start) / VEC);
+    }
+    let mut v = [fill; VEC];
+    for (k, slot) in v.iter_mut().enumerate() {
+        if start + k < cols {
+            *slot = x.load(base + start + k);
+        }
+    }
+    v
+}
+
+/// The shared row cache of a row of `nchunks` chunks: chunk `c` at [`SHARED_ROW_OFFSET`]
+/// `+ 16 c`, in the storage type.
+#[inline(always)]
+pub fn shared_row(nchunks: usize) -> Shared<Bytes16> {
+    Shared::at(SHARED_ROW_OFFSET, nchunks as u32)
+}
+
+/// Fills the shared row cache with this thread's chunks (`lane, lane + G, ...`) of the row at
+/// `base` and calls `f(c, values)` on each as f32 (elements past `cols` read as `fill`).
+/// Four chunks per thread are loaded before any is stored, so 64 bytes per thread are in
+/// flight. Each thread later reads back only its own chunks: no barrier is needed, and the
+/// next row's fill overwrites only the thread's own chunks.
+#[inline(always)]
+#[track_caller]
+pub fn fill_shared<T: Element, const VEC: usize, const G: u32>(
+    x: &Global<T>,
+    base: usize,
+    cols: usize,
+    lane: usize,
+    vectorized: bool,
+    fill: f32,
+    mut f: impl FnMut(usize, [f32; VEC]),
+) {
+    let nchunks = chunks(cols, VEC);
+    let cache = shared_row(nchunks);
+    let fill_t = T::from_f32(fill);
+    let mut c0 = lane;
+    while c0 < nchunks {
+        let mut raw = [[fill_t; VEC]; MAX_CACHE_CHUNKS];
+        crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
+            let c = c0 + j * G as usize;
+            if c < nchunks {
+                raw[j] = load_raw_chunk::<T, VEC>(x, base, cols, c, vectorized, fill_t);
+            }
+        });
+        crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
+            let c = c0 + j * G as usize;
+            if c < nchunks {
+                cache.store_chunk::<T, VEC>(c as u32, raw[j]);
+                let mut v = [0.0f32; VEC];
+                for k in 0..VEC {
+                    v[k] = raw[j][k].to_f32();
+                }
+                f(c, v);
+            }
+        });
+        c0 += MAX_CACHE_CHUNKS * G as usize;
+    }
+}
+
+/// Calls `f(c, values)` for this thread's chunks of a row of `cols` elements from the shared
+/// row cache that [`fill_shared`] filled.
+#[inline(always)]
+#[track_caller]
+pub fn visit_shared<T: Element, const VEC: usize, const G: u32>(
+    cols: usize,
+    lane: usize,
+    mut f: impl FnMut(usize, [f32; VEC]),
+) {
+    let nchunks = chunks(cols, VEC);
+    let cache = shared_row(nchunks);
+    let mut c = lane;
+    while c < nchunks {
+        let raw = cache.load_chunk::<T, VEC>(c as u32);
+        let mut v = [0.0f32; VEC];
+        for k in 0..VEC {
+            v[k] = raw[k].to_f32();
+        }
+        f(c, v);
+        c += G as usize;
+    }
 }

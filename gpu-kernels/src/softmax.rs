@@ -7,18 +7,23 @@
 //!
 //! # Thread mapping
 //! The row engine's ([`crate::rows`]). Rows that fit the group's registers are read once:
-//! max, then the sum of `e^(x - max)`, then the outputs, all from registers. Longer rows take
-//! two passes: online (max, sum) statistics per thread, combined across the group, then a
-//! second read that writes the outputs.
+//! max, then the sum of `e^(x - max)`, then the outputs, all from registers. Longer rows on
+//! the shared strategy are read once into shared memory and take the same three passes from
+//! there. Rows longer than that stream in two passes: online (max, sum) statistics per
+//! thread, combined across the group, then a second read that writes the outputs. The split
+//! strategy computes per-segment statistics in one launch and combines them in a fixed order
+//! in the second, which writes the outputs (softmax) or the loss and gradient
+//! (cross_entropy).
 //!
 //! # Safety
 //! As in [`crate::rows`]; `y` has `rows * cols` elements.
 
 use crate::device::reduce::{MaxNan, Reduce, SoftmaxStats, Sum};
-use crate::device::thread::thread_idx_x;
+use crate::device::thread::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, math};
 use crate::rows::{
-    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, group_reduce, load_chunk, store_chunk,
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
+    store_chunk, visit_shared,
 };
 
 #[repr(C)]
@@ -33,6 +38,9 @@ pub struct SoftmaxParams<T> {
     /// in scratch.
     pub segment: u32,
     pub partial: GlobalMut<u32>,
+    /// Block kernels only: nonzero when the launch has the shared row cache
+    /// ([`rows::RowStrategy::Shared`]), for rows past the register cache.
+    pub shared: u32,
 }
 
 /// The output for input `x` given the row's max `m`, `1/s` and `ln s`.
@@ -45,10 +53,20 @@ fn out<const LOG: bool>(x: f32, m: f32, inv_s: f32, ln_s: f32) -> f32 {
     if LOG { (x - m) - ln_s } else { math::exp_approx(x - m) * inv_s }
 }
 
-/// Where a row's values come from on their last pass: the register cache, or memory again.
+/// Where a row's values are kept between passes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Registers,
+    Shared,
+    /// Nowhere: read memory again.
+    Stream,
+}
+
+/// Where a row's values come from on their last pass: the register cache, the shared row
+/// cache, or memory again.
 pub struct RowPass<T, const VEC: usize> {
     cache: [[f32; VEC]; MAX_CACHE_CHUNKS],
-    cached: bool,
+    keep: Keep,
     lane: usize,
     base: usize,
     cols: usize,
@@ -60,7 +78,8 @@ pub struct RowPass<T, const VEC: usize> {
 impl<T: Element, const VEC: usize> RowPass<T, VEC> {
     /// Reads the row starting at `base` and returns it with its softmax statistics
     /// `(max, sum of e^(x - max))` over the `G` threads of the row's group. Rows that fit are
-    /// read once into registers; longer rows are read once here with online statistics.
+    /// read once into registers, or (`shared`, block kernels) into the shared row cache;
+    /// longer rows are read once here with online statistics.
     #[inline(always)]
     #[track_caller]
     pub fn stats<const G: u32>(
@@ -69,12 +88,20 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         cols: usize,
         lane: usize,
         vectorized: bool,
+        shared: bool,
     ) -> (Self, f32, f32) {
         let nchunks = rows::chunks(cols, VEC);
         let cache_n = const { cache_chunks(VEC) };
+        let keep = if nchunks <= G as usize * cache_n {
+            Keep::Registers
+        } else if G != crate::device::WARP_SIZE && shared {
+            Keep::Shared
+        } else {
+            Keep::Stream
+        };
         let mut pass = RowPass {
             cache: [[f32::NEG_INFINITY; VEC]; MAX_CACHE_CHUNKS],
-            cached: nchunks <= G as usize * cache_n,
+            keep,
             lane,
             base,
             cols,
@@ -82,7 +109,26 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             vectorized,
             _t: core::marker::PhantomData,
         };
-        if pass.cached {
+        if keep == Keep::Shared {
+            // As the register path, from shared memory: max, then the sum, then the outputs.
+            let mut m = f32::NEG_INFINITY;
+            fill_shared::<T, VEC, G>(x, base, cols, lane, vectorized, f32::NEG_INFINITY, |_, v| {
+                for &e in v.iter() {
+                    m = math::max_nan(m, e);
+                }
+            });
+            let m = group_reduce::<MaxNan, G>(MaxNan(m)).0;
+            let mut s = 0.0f32;
+            if m != f32::NEG_INFINITY {
+                visit_shared::<T, VEC, G>(cols, lane, |_, v| {
+                    for &e in v.iter() {
+                        s += math::exp_approx(e - m);
+                    }
+                });
+            }
+            let s = group_reduce::<Sum, G>(Sum(s)).0;
+            (pass, m, s)
+        } else if keep == Keep::Registers {
             let mut m = f32::NEG_INFINITY;
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * G as usize;
@@ -123,7 +169,6 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
                 c += G as usize;
             }
             let st = group_reduce::<SoftmaxStats, G>(st);
-            pass.cached = false;
             (pass, st.m, st.s)
         }
     }
@@ -133,7 +178,9 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
     #[inline(always)]
     #[track_caller]
     pub fn visit<const G: u32>(&self, x: &Global<T>, mut f: impl FnMut(usize, [f32; VEC])) {
-        if self.cached {
+        if self.keep == Keep::Shared {
+            visit_shared::<T, VEC, G>(self.cols, self.lane, f);
+        } else if self.keep == Keep::Registers {
             let cache_n = const { cache_chunks(VEC) };
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = self.lane + j * G as usize;
@@ -159,7 +206,7 @@ pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: Softm
     let vectorized = p.vectorized != 0;
     while row < p.rows as usize {
         let base = row * cols;
-        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.x, base, cols, lane as usize, vectorized);
+        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.x, base, cols, lane as usize, vectorized, p.shared != 0);
         let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
         pass.visit::<G>(&p.x, |c, v| {
             let mut o = [0.0f32; VEC];
@@ -180,7 +227,7 @@ pub fn split_stats<T: Element, const VEC: usize>(p: SoftmaxParams<T>) {
     let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
     let tid = thread_idx_x() as usize;
     let (_, m, s) =
-        RowPass::<T, VEC>::stats::<{ BLOCK_ROW_THREADS }>(&p.x, row * cols + start, len, tid, p.vectorized != 0);
+        RowPass::<T, VEC>::stats::<{ BLOCK_ROW_THREADS }>(&p.x, row * cols + start, len, tid, p.vectorized != 0, false);
     if tid == 0 {
         p.partial.store((row * segments + seg) * 2, m.to_bits());
         p.partial.store((row * segments + seg) * 2 + 1, s.to_bits());
@@ -193,12 +240,7 @@ pub fn split_stats<T: Element, const VEC: usize>(p: SoftmaxParams<T>) {
 pub fn split_apply<T: Element, const VEC: usize, const LOG: bool>(p: SoftmaxParams<T>) {
     let cols = p.cols as usize;
     let (row, _, segments, start, len) = rows::split_segment(cols, p.segment as usize);
-    let mut st = SoftmaxStats::identity();
-    for s in 0..segments {
-        let at = (row * segments + s) * 2;
-        st = st
-            .combine(SoftmaxStats { m: f32::from_bits(p.partial.load(at)), s: f32::from_bits(p.partial.load(at + 1)) });
-    }
+    let st = split_combine(&p.partial.as_global(), row, segments);
     let (inv_s, ln_s) = (1.0 / st.s, math::ln_approx(st.s));
     let base = row * cols + start;
     let vectorized = p.vectorized != 0;
@@ -231,6 +273,12 @@ pub struct CrossEntropyParams<T> {
     pub targets: Global<i32>,
     pub loss: GlobalMut<f32>,
     pub dlogits: GlobalMut<T>,
+    /// Block kernels only: nonzero when the launch has the shared row cache.
+    pub shared: u32,
+    /// Split strategy only: elements per segment, and the per-(row, segment) (max, sum)
+    /// pairs the first launch (softmax's `split_stats` over the logits) left in scratch.
+    pub segment: u32,
+    pub partial: Global<u32>,
 }
 
 /// Fused cross-entropy: per row, `loss = logsumexp(x) - x[target]` and
@@ -247,7 +295,8 @@ pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropy
         let t = p.targets.load(row);
         let ignored = p.has_ignore != 0 && t == p.ignore_index;
         let valid = !ignored && t >= 0 && (t as usize) < cols;
-        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.logits, base, cols, lane as usize, vectorized);
+        let shared = p.shared != 0;
+        let (pass, m, s) = RowPass::<T, VEC>::stats::<G>(&p.logits, base, cols, lane as usize, vectorized, shared);
         let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
         if lane == 0 {
             let loss = if ignored {
@@ -276,6 +325,69 @@ pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropy
             });
         }
         row += stride;
+    }
+}
+
+/// The row's statistics from the split strategy's per-segment pairs, combined in segment
+/// order by every thread (so all agree, bit for bit).
+#[inline(always)]
+#[track_caller]
+fn split_combine(partial: &Global<u32>, row: usize, segments: usize) -> SoftmaxStats {
+    let mut st = SoftmaxStats::identity();
+    for s in 0..segments {
+        let at = (row * segments + s) * 2;
+        st = st.combine(SoftmaxStats { m: f32::from_bits(partial.load(at)), s: f32::from_bits(partial.load(at + 1)) });
+    }
+    st
+}
+
+/// Cross-entropy's split strategy, second launch (the first is softmax's [`split_stats`] over
+/// the logits): block `(segment, row)` combines the row's segment statistics, block 0 of the
+/// row writes the loss, and with `write_grad` each block writes its segment of the gradient.
+/// Without the gradient the launch has one block per row. Ignored rows and bad targets as
+/// [`cross_entropy`].
+#[inline(always)]
+pub fn cross_entropy_split_apply<T: Element, const VEC: usize>(p: CrossEntropyParams<T>) {
+    let cols = p.cols as usize;
+    let segment = p.segment as usize;
+    let (seg, row) = (block_idx_x() as usize, block_idx_y() as usize);
+    let segments = cols.div_ceil(segment);
+    let st = split_combine(&p.partial, row, segments);
+    let (m, s) = (st.m, st.s);
+    let (inv_s, ln_s) = (1.0 / s, math::ln_approx(s));
+    let t = p.targets.load(row);
+    let ignored = p.has_ignore != 0 && t == p.ignore_index;
+    let valid = !ignored && t >= 0 && (t as usize) < cols;
+    let tid = thread_idx_x() as usize;
+    if seg == 0 && tid == 0 {
+        let loss = if ignored {
+            0.0
+        } else if !valid {
+            f32::NAN
+        } else if m == f32::NEG_INFINITY {
+            f32::INFINITY
+        } else {
+            (m + ln_s) - p.logits.load(row * cols + t as usize).to_f32()
+        };
+        p.loss.store(row, loss);
+    }
+    if p.write_grad == 0 {
+        return;
+    }
+    let start = seg * segment;
+    let len = segment.min(cols - start);
+    let base = row * cols + start;
+    let vectorized = p.vectorized != 0;
+    let mut c = tid;
+    while c < rows::chunks(len, VEC) {
+        let v = load_chunk::<T, VEC>(&p.logits, base, len, c, vectorized, f32::NEG_INFINITY);
+        let mut o = [0.0f32; VEC];
+        for k in 0..VEC {
+            let hit = valid && start + c * VEC + k == t as usize;
+            o[k] = if ignored { 0.0 } else { (out::<false>(v[k], m, inv_s, ln_s) - hit as u32 as f32) * p.grad_scale };
+        }
+        store_chunk::<T, VEC>(&p.dlogits, base, len, c, vectorized, o);
+        c += BLOCK_ROW_THREADS as usize;
     }
 }
 
@@ -379,4 +491,7 @@ crate::kernels! {
     CROSS_ENTROPY_F16_BLOCK = cross_entropy_f16_block(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, B>;
     CROSS_ENTROPY_BF16_WARP = cross_entropy_bf16_warp(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, W>;
     CROSS_ENTROPY_BF16_BLOCK = cross_entropy_bf16_block(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, B>;
+    CROSS_ENTROPY_F32_APPLY_SPLIT = cross_entropy_f32_apply_split(CrossEntropyParams<f32>) => cross_entropy_split_apply::<f32, 4>;
+    CROSS_ENTROPY_F16_APPLY_SPLIT = cross_entropy_f16_apply_split(CrossEntropyParams<F16>) => cross_entropy_split_apply::<F16, 8>;
+    CROSS_ENTROPY_BF16_APPLY_SPLIT = cross_entropy_bf16_apply_split(CrossEntropyParams<Bf16>) => cross_entropy_split_apply::<Bf16, 8>;
 }

@@ -287,17 +287,18 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
             None | Some("auto") => None,
             Some("warp") => Some(RowStrategy::Warp),
             Some("block") => Some(RowStrategy::Block),
+            Some("shared") => Some(RowStrategy::Shared),
             Some("split") => Some(RowStrategy::Split),
-            Some(other) => return bad_args(format!("unknown strategy `{other}`: use auto, warp, block or split")),
+            Some(other) => {
+                return bad_args(format!("unknown strategy `{other}`: use auto, warp, block, shared or split"));
+            }
         };
         let ctx = match ferrokern::context(a.backend) {
             Ok(c) => c,
             Err(e) => return bad_args(e),
         };
         let shape = Rows::new(rows, cols);
-        let split_op = matches!(op, RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::Softmax | RowOp::LogSoftmax);
-        let chosen =
-            strategy.unwrap_or(if split_op { RowStrategy::for_shape(rows, cols) } else { RowStrategy::for_cols(cols) });
+        let chosen = strategy.unwrap_or(op.auto_strategy(&ctx, dtype, shape));
         println!(
             "verify {} rows={rows} cols={cols} dtype={} backend={} strategy={chosen:?} seed={seed} offset={}",
             op.name(),

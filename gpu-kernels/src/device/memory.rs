@@ -153,6 +153,13 @@ impl<T: Copy> GlobalMut<T> {
         self.as_global().load_chunk(chunk)
     }
 
+    /// The first `mid` elements and the rest, as two views of the same memory (a launcher
+    /// carving one scratch allocation into regions). Panics if `mid > len`.
+    pub fn split_at(self, mid: usize) -> (GlobalMut<T>, GlobalMut<T>) {
+        assert!(mid <= self.len, "split_at {mid} of a view of {} elements", self.len);
+        (GlobalMut { ptr: self.ptr, len: mid }, GlobalMut { ptr: self.ptr.wrapping_add(mid), len: self.len - mid })
+    }
+
     /// Stores the 16-byte chunk `chunk` with one 128-bit store; see [`Global::load_chunk`].
     #[inline(always)]
     #[track_caller]
@@ -253,5 +260,34 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn store(&self, i: u32, v: T) {
         imp::shared_store::<T>(self.offset, self.len, i, v)
+    }
+}
+
+/// 16 bytes that move as one shared access (`LDS.128` / `STS.128`): a 16-byte chunk of any
+/// element type (4 f32 or 8 f16/bf16), as the row ops cache rows in shared memory.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes16([u32; 4]);
+
+impl Shared<Bytes16> {
+    /// Stores `N` elements of `T` (16 bytes) as chunk `i`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_chunk<T: Copy, const N: usize>(&self, i: u32, v: [T; N]) {
+        const { assert!(N * core::mem::size_of::<T>() == 16, "a chunk is 16 bytes") };
+        // SAFETY: both types are 16 bytes of plain data (the assert above); every bit
+        // pattern is a valid `Bytes16`.
+        self.store(i, unsafe { core::mem::transmute_copy::<[T; N], Bytes16>(&v) })
+    }
+
+    /// Loads chunk `i` as `N` elements of `T`. `T` must be a plain-data element type (f32,
+    /// f16, bf16, integers), for which every bit pattern is valid.
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_chunk<T: super::Element, const N: usize>(&self, i: u32) -> [T; N] {
+        const { assert!(N * core::mem::size_of::<T>() == 16, "a chunk is 16 bytes") };
+        // SAFETY: 16 bytes to 16 bytes (the assert above); `Element` types are plain data
+        // with no invalid bit patterns.
+        unsafe { core::mem::transmute_copy::<Bytes16, [T; N]>(&self.load(i)) }
     }
 }

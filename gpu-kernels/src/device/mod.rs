@@ -52,7 +52,7 @@ pub mod hint {
         imp::opaque_usize(x)
     }
 }
-pub use memory::{Global, GlobalMut, Shared};
+pub use memory::{Bytes16, Global, GlobalMut, Shared};
 
 /// Threads in a warp on every NVIDIA GPU ferrokern targets.
 pub const WARP_SIZE: u32 = 32;
