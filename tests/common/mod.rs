@@ -43,17 +43,33 @@ pub fn gpu_or_skip(test: &str) -> Option<Context> {
     }
 }
 
-/// Every backend a test should run on: the emulator always, the GPU when present.
+/// Every backend a test should run on: the emulator always, the GPU when present. With
+/// `FERROKERN_SKIP_EMULATOR=1` and a GPU present (the GPU run script, where CI already ran the
+/// emulator half), the GPU only; without a GPU the variable is ignored, so nothing is skipped
+/// silently.
 pub fn backends(test: &str) -> Vec<Context> {
-    let mut v = vec![Context::emulator()];
-    v.extend(gpu_or_skip(test));
+    let gpu = gpu_or_skip(test);
+    let skip_emulator = gpu.is_some() && std::env::var("FERROKERN_SKIP_EMULATOR").is_ok_and(|v| v == "1");
+    let mut v = Vec::new();
+    if skip_emulator {
+        once(&format!("{test}/skip-emulator"), || {
+            format!("{test}: FERROKERN_SKIP_EMULATOR=1: the GPU only (the emulator half runs in CI)")
+        });
+    } else {
+        v.push(Context::emulator());
+    }
+    v.extend(gpu);
     v
 }
 
 /// [`backends`] for a property test of `cases` cases; prints once where they run.
 pub fn property_backends(test: &str, cases: u32) -> Vec<Context> {
     let v = backends(test);
-    let on = if v.len() == 2 { "the emulator and the GPU" } else { "the emulator" };
+    let on = match (v.len(), v.first().map(|c| c.device_info().is_some())) {
+        (2, _) => "the emulator and the GPU",
+        (_, Some(true)) => "the GPU",
+        _ => "the emulator",
+    };
     once(&format!("{test}/cases"), || format!("{test}: {cases} property cases, each on {on}"));
     v
 }
