@@ -20,7 +20,9 @@ def render():
     doc = json.load(open(path))
     out = [f"From `{os.path.relpath(path, ROOT)}`: {doc['gpu']} (sm_{doc['compute_capability'].replace('.', '')}), "
            f"driver CUDA {doc['driver_cuda_version']}, {doc['date']}, command `{doc['command']}`. "
-           f"Median of {doc['reps']} runs; ratio = kernel throughput / baseline throughput measured in the same run.\n",
+           f"Median of {doc['reps']} runs; ratio = kernel throughput / baseline throughput measured in the same run."
+           + (" This run was cut short: only the sections below were measured." if doc.get("complete") is False else "")
+           + "\n",
            "| family | op | version | shape | dtype | median ms | GB/s | baseline | ratio |",
            "|---|---|---|---|---|---:|---:|---|---:|"]
     for m in doc["measurements"]:

@@ -661,13 +661,15 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     }
     progress.finish_and_clear();
     print_measurements(&rows);
-    let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
-    let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
-    let paged_rows =
-        if filter.is_none_or(|f| "paged_decode".contains(f)) { paged_bench(&ctx, &mut ok) } else { Vec::new() };
-    let attention_rows =
-        if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
-    if let Some(path) = a.json {
+    // The JSON is rewritten after every section, so a run cut short (a timeout on a lent GPU)
+    // still leaves what it measured; "complete" says whether every section ran.
+    let write_json = |gemm: &[bench::GemmMeasurement],
+                      gemm_tc: &[bench::GemmMeasurement],
+                      paged: &[Measurement],
+                      attention: &[ferrokern::attention::AttentionMeasurement],
+                      complete: bool|
+     -> bool {
+        let Some(path) = &a.json else { return true };
         let doc = serde_json::json!({
             "date": today(),
             "gpu": dev.name,
@@ -679,17 +681,32 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "ptx_arch": dev.ptx_arch,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "reps": bench::REPS,
+            "complete": complete,
             "measurements": rows,
-            "gemm": gemm_rows,
-            "gemm_tc": gemm_tc_rows,
-            "attention": attention_rows,
-            "paged_decode": paged_rows,
+            "gemm": gemm,
+            "gemm_tc": gemm_tc,
+            "attention": attention,
+            "paged_decode": paged,
         });
-        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serializable")) {
-            println!("writing {}: {e}", path.display());
-            ok = false;
+        match std::fs::write(path, serde_json::to_string_pretty(&doc).expect("serializable")) {
+            Ok(()) => true,
+            Err(e) => {
+                println!("writing {}: {e}", path.display());
+                false
+            }
         }
-    }
+    };
+    ok &= write_json(&[], &[], &[], &[], false);
+    let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
+    ok &= write_json(&gemm_rows, &[], &[], &[], false);
+    let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &[], &[], false);
+    let paged_rows =
+        if filter.is_none_or(|f| "paged_decode".contains(f)) { paged_bench(&ctx, &mut ok) } else { Vec::new() };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &[], false);
+    let attention_rows =
+        if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, true);
     if let Some(path) = a.plot {
         let title =
             format!("ferrokern bench {}: {} (sm_{}{}), ratio to baseline", today(), dev.name, dev.major, dev.minor);
