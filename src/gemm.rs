@@ -214,8 +214,63 @@ pub fn version(name: &str) -> Option<&'static GemmVersion> {
 }
 
 /// `C = alpha * op(A) * op(B) + beta * C` with the default version.
-pub fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, f32>, b: BufRef<'_, f32>, c: BufMut<'_, f32>) -> Result<()> {
-    gemm_with(ctx, default_version(g), g, a, b, c)
+pub fn gemm<T: GemmInput>(
+    ctx: &Context,
+    g: &Gemm,
+    a: BufRef<'_, T>,
+    b: BufRef<'_, T>,
+    c: BufMut<'_, f32>,
+) -> Result<()> {
+    T::gemm(ctx, g, a, b, c)
+}
+
+/// An input type of [`gemm`]: f32 runs on the CUDA cores (this module's ladder), bf16 and f16
+/// on the tensor cores ([`crate::gemm_tc`], the version the device and operands allow), with
+/// f32 C either way.
+pub trait GemmInput: crate::Scalar {
+    fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, Self>, b: BufRef<'_, Self>, c: BufMut<'_, f32>) -> Result<()>;
+}
+
+impl GemmInput for f32 {
+    fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, f32>, b: BufRef<'_, f32>, c: BufMut<'_, f32>) -> Result<()> {
+        gemm_with(ctx, default_version(g), g, a, b, c)
+    }
+}
+
+/// The tensor-core path runs one matrix per launch: a batch is a loop over its matrices'
+/// views (each checked by the launcher like a single call).
+fn gemm_16bit<T: crate::gemm_tc::TcInput>(
+    ctx: &Context,
+    g: &Gemm,
+    a: BufRef<'_, T>,
+    b: BufRef<'_, T>,
+    mut c: BufMut<'_, f32>,
+) -> Result<()> {
+    g.check(a.len(), b.len(), c.len())?;
+    if g.batch <= 1 {
+        return crate::gemm_tc::gemm_tc(ctx, g, a, b, c);
+    }
+    let one = Gemm { batch: 1, ..*g };
+    let (a_len, b_len, c_len) = (one.a_len(), one.b_len(), one.c_len());
+    for z in 0..g.batch {
+        let av = a.slice(z * g.stride_a..z * g.stride_a + a_len)?;
+        let bv = b.slice(z * g.stride_b..z * g.stride_b + b_len)?;
+        let cv = c.reborrow(z * g.stride_c..z * g.stride_c + c_len)?;
+        crate::gemm_tc::gemm_tc(ctx, &one, av, bv, cv)?;
+    }
+    Ok(())
+}
+
+impl GemmInput for half::bf16 {
+    fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, Self>, b: BufRef<'_, Self>, c: BufMut<'_, f32>) -> Result<()> {
+        gemm_16bit(ctx, g, a, b, c)
+    }
+}
+
+impl GemmInput for half::f16 {
+    fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, Self>, b: BufRef<'_, Self>, c: BufMut<'_, f32>) -> Result<()> {
+        gemm_16bit(ctx, g, a, b, c)
+    }
 }
 
 /// As [`gemm`], with a chosen version of the ladder.

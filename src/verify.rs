@@ -717,6 +717,19 @@ fn gemm_check<T: Float, O: Float>(
     Ok(check::compare(&got, &want, &bound, guard))
 }
 
+/// Runs `case` through the public [`crate::gemm::gemm`] with inputs of type `T`: the f32
+/// ladder for f32, the tensor cores (looping over a batch) for bf16 and f16.
+pub fn gemm_public<T: crate::gemm::GemmInput + Float>(ctx: &Context, case: &GemmCase) -> Result<Report> {
+    let bound = if T::DTYPE == DType::F32 { reference::gemm_f32_error } else { reference::gemm_tc_error };
+    gemm_check::<T, f32>(
+        ctx,
+        case,
+        EpilogueSpec::default(),
+        |g, a, b, c, _, _| crate::gemm::gemm(ctx, g, a, b, c),
+        bound,
+    )
+}
+
 /// Runs `case` with the version [`crate::gemm::gemm`] ships.
 pub fn gemm(ctx: &Context, case: &GemmCase) -> Result<Report> {
     gemm_with(ctx, case, crate::gemm::default_version(&case.gemm))

@@ -232,3 +232,21 @@ fn broken_wgmma_variants_are_rejected() {
         }
     }
 }
+
+/// The public `gemm()` takes bf16 and f16 inputs to the tensor cores, batches included (a
+/// loop over the matrices), every layout, aligned (TMA-eligible) and misaligned views.
+#[test]
+fn public_gemm_dispatches_16_bit_inputs_to_the_tensor_cores() {
+    for ctx in common::backends("gemm_public_16_bit") {
+        for (ta, tb) in [(Trans::N, Trans::N), (Trans::T, Trans::N), (Trans::N, Trans::T), (Trans::T, Trans::T)] {
+            for (batch, offset) in [(1, 0), (3, 0), (2, 1)] {
+                let g = Gemm::new(72, 40, 24).transposed(ta, tb).batched(batch).scaled(1.0, 0.5);
+                let case = GemmCase { gemm: g, seed: batch as u64 + 11, offset };
+                for r in [verify::gemm_public::<bf16>(&ctx, &case), verify::gemm_public::<f16>(&ctx, &case)] {
+                    let r = r.unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
+                    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+                }
+            }
+        }
+    }
+}

@@ -296,6 +296,13 @@ impl<'a, T: Scalar> BufRef<'a, T> {
     pub fn check_context(&self, ctx: &Context, op: &'static str) -> Result<()> {
         if self.buf.ctx.id() == ctx.id() { Ok(()) } else { Err(Error::WrongContext { op }) }
     }
+    /// A shorter view of the same elements, `range` relative to this one.
+    pub fn slice(&self, range: Range<usize>) -> Result<BufRef<'a, T>> {
+        if range.start > range.end || range.end > self.len {
+            return Err(Error::invalid("slice", range_message(&range, "view", self.len)));
+        }
+        Ok(BufRef { buf: self.buf, offset: self.offset + range.start, len: range.end - range.start })
+    }
     /// The kernel-side view. Launchers only.
     pub fn global(&self) -> Global<T> {
         // SAFETY: the address range is this view's, inside a live allocation of the buffer's
