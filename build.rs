@@ -9,9 +9,10 @@ use std::process::Command;
 
 /// (arch, extra target features). The host picks the newest arch the device supports; an
 /// arch-specific one (`sm_90a`: wgmma, setmaxnreg) only on exactly that compute capability.
+/// sm_90a uses PTX ISA 8.3 for `fence.proxy.tensormap` (tensor maps read from global memory).
 /// Device code sees `cfg(ferrokern_sm90a)` in the sm_90a build, where the Hopper-only kernels
 /// get their real bodies (elsewhere those entry points trap, and the host never launches them).
-const ARCHS: &[(&str, &str)] = &[("sm_80", ""), ("sm_90", ""), ("sm_90a", "+ptx80")];
+const ARCHS: &[(&str, &str)] = &[("sm_80", ""), ("sm_90", ""), ("sm_90a", "+ptx83")];
 
 const SETUP_HINT: &str = "run `scripts/setup.sh` (or `rustup toolchain install` in the repository root, which installs \
 the toolchain and the rust-src, llvm-tools and llvm-bitcode-linker components named in rust-toolchain.toml)";

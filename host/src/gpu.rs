@@ -61,12 +61,12 @@ impl Gpu {
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
         let cc = major * 10 + minor;
-        // The newest embedded arch that the device can run: `sm_XY` runs on compute
+        // The embedded archs the device can run, newest first: `sm_XY` runs on compute
         // capability XY and newer, the arch-specific `sm_XYa` only on XY itself.
-        let (arch, text) = ptx
+        let candidates: Vec<(&'static str, &'static str)> = ptx
             .iter()
             .rev()
-            .find(|(a, _)| {
+            .filter(|(a, _)| {
                 let specific = a.ends_with('a');
                 a.trim_start_matches("sm_")
                     .trim_end_matches('a')
@@ -74,10 +74,31 @@ impl Gpu {
                     .is_ok_and(|n| if specific { n == cc } else { n <= cc })
             })
             .copied()
-            .ok_or(Error::UnsupportedDevice { device: name.clone(), major, minor })?;
+            .collect();
+        if candidates.is_empty() {
+            return Err(Error::UnsupportedDevice { device: name.clone(), major, minor });
+        }
         let ctx = CuContext::new(device).map_err(cuda("cuCtxCreate"))?;
         CurrentContext::set_current(&ctx).map_err(cuda("cuCtxSetCurrent"))?;
-        let module = Module::from_ptx(text, &[]).map_err(|code| Error::ModuleLoad { arch, code })?;
+        // A driver older than an arch's PTX ISA refuses that module (sm_90a is PTX 8.3, CUDA
+        // 12.3+): the next older arch then runs everything but the kernels that need the newer
+        // one, which their launchers refuse by name.
+        let mut first_err = None;
+        let mut loaded = None;
+        for (arch, text) in candidates {
+            match Module::from_ptx(text, &[]) {
+                Ok(m) => {
+                    loaded = Some((arch, m));
+                    break;
+                }
+                Err(code) => {
+                    first_err.get_or_insert(Error::ModuleLoad { arch, code });
+                }
+            }
+        }
+        let Some((arch, module)) = loaded else {
+            return Err(first_err.expect("at least one candidate was tried"));
+        };
         // A blocking stream: ordered with the legacy stream that cust's synchronous copies use.
         let stream = Stream::new(StreamFlags::DEFAULT, None).map_err(cuda("cuStreamCreate"))?;
         let info = DeviceInfo {

@@ -199,6 +199,15 @@ pub struct TensorMap {
 /// Size and alignment of one tensor-map slot (`CUtensorMap` is 128 bytes, 64-byte aligned).
 pub const TENSOR_MAP_BYTES: usize = 128;
 
+/// `fence.proxy.tensormap::generic.acquire.sys [map], 128`: makes the tensor map the host
+/// wrote into global memory before the launch visible to the TMA unit (whose descriptor
+/// cache is not coherent with generic writes). The issuing thread runs it once per map
+/// before its first load through it.
+#[inline(always)]
+pub fn fence_tensormap_acquire(map: TensorMap) {
+    imp::fence_tensormap_acquire(map.addr)
+}
+
 /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`: copies
 /// the box at element coordinates (`c0` along the contiguous dimension, `c1` along rows) to
 /// shared byte `dst` (aligned to the swizzle period), completing its bytes on `bar`. One

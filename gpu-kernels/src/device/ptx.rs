@@ -486,6 +486,9 @@ mod no_hopper {
     pub fn tma_load_2d(_: u32, _: u64, _: i32, _: i32, _: u32) {
         unavailable()
     }
+    pub fn fence_tensormap_acquire(_: u64) {
+        unavailable()
+    }
     pub fn wgmma_fence() {
         unavailable()
     }

@@ -58,6 +58,14 @@ pub fn fence_proxy_async() {
 }
 
 #[inline(always)]
+pub fn fence_tensormap_acquire(map: u64) {
+    // SAFETY: a fence on the 128 bytes of a tensor map the launcher wrote before the launch.
+    unsafe {
+        asm!("fence.proxy.tensormap::generic.acquire.sys [{m}], 128;", m = in(reg64) map, options(nostack))
+    }
+}
+
+#[inline(always)]
 pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
     let (d, b) = (smem_addr(dst), smem_addr(bar));
     // SAFETY: `map` is a tensor map the launcher encoded in global memory for this launch;

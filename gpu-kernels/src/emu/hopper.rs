@@ -207,6 +207,8 @@ pub fn fence_mbarrier_init() {}
 
 pub fn fence_proxy_async() {}
 
+pub fn fence_tensormap_acquire(_map: u64) {}
+
 #[track_caller]
 pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
     let t = current();

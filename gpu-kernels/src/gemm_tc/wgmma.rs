@@ -37,8 +37,8 @@
 
 use super::TcParams;
 use crate::device::hopper::{
-    Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence,
-    wgmma_m64n128k16, wgmma_wait,
+    Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, fence_tensormap_acquire, smem_addr, tma_load_2d,
+    wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_wait,
 };
 use crate::device::mma::MmaInput;
 use crate::device::thread::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x};
@@ -170,6 +170,8 @@ pub fn run<T: MmaInput, const CONSUMERS: u32, const GROUP_M: u32, const BUG: u32
         if t.is_multiple_of(128) {
             let a_map = TensorMap { addr: p.maps };
             let b_map = TensorMap { addr: p.maps + crate::device::hopper::TENSOR_MAP_BYTES as u64 };
+            fence_tensormap_acquire(a_map);
+            fence_tensormap_acquire(b_map);
             let mut i = 0;
             while i < steps {
                 let (s, round) = (i % stages, i / stages);
