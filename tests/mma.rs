@@ -213,3 +213,56 @@ fn emulator_rejects_half_warp_mma() {
         other => panic!("a half-warp mma must be rejected, got {other:?}"),
     }
 }
+
+/// One wgmma from canonical tiles the threads stored themselves: A 64 x 16, B 16 x 128 of
+/// small integers and halves (every product and sum exact in f32), for each layout (A K- or
+/// M-major, B N- or K-major). On the GPU this checks the descriptor and swizzle formulas
+/// against the hardware with nothing else in the way (sm_90a only; elsewhere it says SKIP).
+#[test]
+fn wgmma_from_canonical_tiles_matches_plain_product() {
+    let a: Vec<f32> = (0..64 * 16).map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.5).collect();
+    let b: Vec<f32> = (0..16 * 128).map(|i| ((i * 5 % 17) as f32 - 8.0) * 0.25).collect();
+    let mut want = vec![0.0f32; 64 * 128];
+    for i in 0..64 {
+        for j in 0..128 {
+            want[i * 128 + j] = (0..16).map(|k| a[i * 16 + k] as f64 * b[k * 128 + j] as f64).sum::<f64>() as f32;
+        }
+    }
+    for ctx in common::backends("wgmma_from_canonical_tiles") {
+        if let Some(info) = ctx.device_info()
+            && info.ptx_arch != "sm_90a"
+        {
+            println!("SKIP: wgmma needs the sm_90a PTX; this {} loaded {}", info.name, info.ptx_arch);
+            continue;
+        }
+        for mode in 0..5u32 {
+            let got = run_wgmma(&ctx, &a, &b, mode).unwrap_or_else(|e| panic!("mode {mode} on {}: {e}", ctx.backend()));
+            let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+            if mode < 4 {
+                assert_eq!(bad, 0, "layout mode {mode} on {}: {bad} of 8192 elements differ", ctx.backend());
+            } else {
+                assert!(bad > 0, "the mis-laid descriptor (SBO 512) must give a wrong product on {}", ctx.backend());
+            }
+        }
+    }
+}
+
+fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], mode: u32) -> Result<Vec<f32>, Error> {
+    let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
+    let (ab, bb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?);
+    let mut d = ctx.upload(&vec![f32::NAN; 64 * 128])?;
+    let p = probe::WgmmaProbeParams {
+        a: ab.as_view().global(),
+        b: bb.as_view().global(),
+        d: d.as_view_mut().global_mut(),
+        mode,
+        _pad: 0,
+    };
+    let cfg = LaunchConfig {
+        grid: Dim3::x(1),
+        block: Dim3::x(probe::WGMMA_PROBE_THREADS),
+        shared_bytes: probe::WGMMA_PROBE_SHARED_BYTES,
+    };
+    ctx.launch(&tc::WGMMA_PROBE_BF16, cfg, p)?;
+    d.to_host()
+}

@@ -228,6 +228,8 @@ crate::kernels! {
     MMA_PROBE_LDMATRIX_BF16 = mma_probe_ldmatrix_bf16(probe::ProbeParams<half::bf16>) => probe::via_ldmatrix::<half::bf16>;
     /// Probe: raw ldmatrix registers for every form (`mode` picks it).
     MMA_PROBE_LDMATRIX_RAW = mma_probe_ldmatrix_raw(probe::RawParams) => probe::raw;
+    /// Probe: one wgmma m64n128k16 from plain-stored canonical tiles (sm_90a; `mode` picks layouts).
+    WGMMA_PROBE_BF16 = wgmma_probe_bf16(probe::WgmmaProbeParams) => probe::wgmma;
     /// Probe: cp.async into shared then back out (`mode` 1: reads before the wait, a bug).
     MMA_PROBE_CP_ASYNC = mma_probe_cp_async(probe::RawParams) => probe::cp_async;
 }
@@ -352,6 +354,9 @@ pub const BUG_VERSIONS: &[TcVersion] = &[
 pub fn launch_threads(name: &str) -> Option<u32> {
     if let Some(v) = VERSIONS.iter().chain(BUG_VERSIONS).find(|v| v.bf16.name == name || v.f16.name == name) {
         return Some(v.config.threads());
+    }
+    if name == WGMMA_PROBE_BF16.name {
+        return Some(probe::WGMMA_PROBE_THREADS);
     }
     KERNEL_NAMES.contains(&name).then_some(32)
 }

@@ -134,3 +134,90 @@ pub fn cp_async(p: RawParams) {
         p.out.store((lane * 4 + q) as usize, words.load(from + q) ^ early);
     }
 }
+
+/// One wgmma m64n128k16 (bf16): A (64 x 16) and B (16 x 128), both row-major in global
+/// memory, D (64 x 128) row-major f32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaProbeParams {
+    pub a: Global<half::bf16>,
+    pub b: Global<half::bf16>,
+    pub d: GlobalMut<f32>,
+    /// Bit 0: A M-major (`trans-a`), else K-major; bit 1: B K-major, else N-major
+    /// (`trans-b`); bit 2: the deliberate bug (A's descriptor with SBO 512 instead of 1024).
+    pub mode: u32,
+    pub _pad: u32,
+}
+
+/// Threads and dynamic shared bytes of [`wgmma`]: one warpgroup; A's tile at 0 (8 KB), B's at
+/// [`WGMMA_PROBE_B_AT`] (16 KB).
+pub const WGMMA_PROBE_THREADS: u32 = 128;
+pub const WGMMA_PROBE_B_AT: u32 = 8192;
+pub const WGMMA_PROBE_SHARED_BYTES: u32 = WGMMA_PROBE_B_AT + 16384;
+
+/// Byte of element (`mn`, `k`) in a 128-byte-swizzled tile at `base`, by the ISA's canonical
+/// layouts written out directly (`device::hopper`'s docs): K-major rows of 128 bytes, 8-row
+/// groups 1024 bytes apart; MN-major panels of 64 `mn` x 8 k-rows, k groups 1024 apart,
+/// panels `lbo` apart.
+#[inline(always)]
+fn canonical(base: u32, mn: u32, k: u32, mn_major: bool, lbo: u32) -> u32 {
+    use crate::device::hopper::{Swizzle, swizzle_addr};
+    let off = if mn_major {
+        2 * (mn % 64) + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * 1024
+    } else {
+        (mn % 8) * 128 + (mn / 8) * 1024 + 2 * k
+    };
+    swizzle_addr(base + off, Swizzle::B128)
+}
+
+/// Plain stores place A and B in shared memory at the canonical addresses, then the whole
+/// warpgroup runs one wgmma from descriptors: on the GPU this checks the descriptor and
+/// swizzle formulas against the hardware without TMA or a pipeline in the way.
+#[inline(always)]
+pub fn wgmma(p: WgmmaProbeParams) {
+    use crate::device::hopper::{
+        SmemDesc, Swizzle, fence_proxy_async, smem_addr, wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_wait,
+    };
+    let t = thread_idx_x();
+    let (a_mn, b_k) = (p.mode & 1 != 0, p.mode & 2 != 0);
+    let smem = Shared::<half::bf16>::at(0, WGMMA_PROBE_SHARED_BYTES / 2);
+    let mut e = t;
+    while e < 64 * 16 {
+        let (m, k) = (e / 16, e % 16);
+        smem.store(canonical(0, m, k, a_mn, 2048) / 2, p.a.load(e as usize));
+        e += WGMMA_PROBE_THREADS;
+    }
+    let mut e = t;
+    while e < 16 * 128 {
+        let (k, n) = (e / 128, e % 128);
+        smem.store(canonical(WGMMA_PROBE_B_AT, n, k, !b_k, 2048) / 2, p.b.load(e as usize));
+        e += WGMMA_PROBE_THREADS;
+    }
+    // The stores are generic-proxy writes that wgmma (the async proxy) reads.
+    fence_proxy_async();
+    sync_threads();
+    let sbo = if p.mode & 4 != 0 { 512 } else { 1024 };
+    let a = SmemDesc::new(smem_addr(0), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
+    let b = SmemDesc::new(smem_addr(WGMMA_PROBE_B_AT), if b_k { 16 } else { 2048 }, 1024, Swizzle::B128);
+    let mut d = [0.0f32; 64];
+    wgmma_fence();
+    match (a_mn, b_k) {
+        (false, false) => wgmma_m64n128k16::<half::bf16, 0, 1>(&mut d, a, b, false),
+        (false, true) => wgmma_m64n128k16::<half::bf16, 0, 0>(&mut d, a, b, false),
+        (true, false) => wgmma_m64n128k16::<half::bf16, 1, 1>(&mut d, a, b, false),
+        (true, true) => wgmma_m64n128k16::<half::bf16, 1, 0>(&mut d, a, b, false),
+    }
+    wgmma_commit();
+    wgmma_wait::<0>();
+    let (warp, lane) = (t / 32, t % 32);
+    let (g, tq) = (lane / 4, lane % 4);
+    crate::gemm::unroll8!(hi < 8 => {
+        crate::gemm::unroll8!(lo < 8 => {
+            let r = 8 * hi + lo;
+            let (n8, j) = (r as u32 / 4, r as u32 % 4);
+            let row = 16 * warp + g + 8 * (j / 2);
+            let col = 8 * n8 + 2 * tq + j % 2;
+            p.d.store((row * 128 + col) as usize, d[r]);
+        });
+    });
+}
