@@ -87,13 +87,17 @@ pub struct AttentionInput<'a, T: AttentionFloat> {
 }
 
 fn check_shape(s: &AttentionShape) -> Result<()> {
-    const OP: &str = "attention";
+    check_shape_for("attention", s)
+}
+
+/// The shape checks the forward and the backward share, in `op`'s name.
+pub(crate) fn check_shape_for(op: &'static str, s: &AttentionShape) -> Result<()> {
     if s.kv_heads == 0 && s.heads > 0 {
-        return Err(Error::invalid(OP, "kv_heads = 0: pass at least one key/value head"));
+        return Err(Error::invalid(op, "kv_heads = 0: pass at least one key/value head"));
     }
     if s.kv_heads > 0 && !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::invalid(
-            OP,
+            op,
             format!(
                 "heads = {} is not a multiple of kv_heads = {}; grouped-query attention shares each kv head among heads / kv_heads query heads",
                 s.heads, s.kv_heads
@@ -102,15 +106,15 @@ fn check_shape(s: &AttentionShape) -> Result<()> {
     }
     if s.heads > 65535 || s.batch > 65535 {
         return Err(Error::invalid(
-            OP,
+            op,
             format!("{} heads x {} batch: each must be at most 65535 (grid y and z)", s.heads, s.batch),
         ));
     }
     if [s.seq_q, s.seq_k].iter().any(|&n| n > i32::MAX as usize) {
-        return Err(Error::invalid(OP, "sequence lengths must be below 2^31"));
+        return Err(Error::invalid(op, "sequence lengths must be below 2^31"));
     }
     for (what, n) in [("Q", s.q_len()), ("K", s.kv_len())] {
-        let _ = n.checked_mul(4).ok_or_else(|| Error::invalid(OP, format!("{what} overflows the address space")))?;
+        let _ = n.checked_mul(4).ok_or_else(|| Error::invalid(op, format!("{what} overflows the address space")))?;
     }
     Ok(())
 }

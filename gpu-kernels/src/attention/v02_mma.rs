@@ -173,30 +173,6 @@ pub const fn tiling(d: usize) -> FlashTiling {
 #[derive(Clone, Copy)]
 pub struct Chunk(pub [u32; 4]);
 
-/// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
-/// constants and stay in registers.
-macro_rules! unroll16 {
-    ($i:ident < $n:expr => $body:block) => {{
-        const { assert!($n <= 16, "unroll16 unrolls at most 16 iterations") };
-        { let $i: usize = 0; if $i < $n $body }
-        { let $i: usize = 1; if $i < $n $body }
-        { let $i: usize = 2; if $i < $n $body }
-        { let $i: usize = 3; if $i < $n $body }
-        { let $i: usize = 4; if $i < $n $body }
-        { let $i: usize = 5; if $i < $n $body }
-        { let $i: usize = 6; if $i < $n $body }
-        { let $i: usize = 7; if $i < $n $body }
-        { let $i: usize = 8; if $i < $n $body }
-        { let $i: usize = 9; if $i < $n $body }
-        { let $i: usize = 10; if $i < $n $body }
-        { let $i: usize = 11; if $i < $n $body }
-        { let $i: usize = 12; if $i < $n $body }
-        { let $i: usize = 13; if $i < $n $body }
-        { let $i: usize = 14; if $i < $n $body }
-        { let $i: usize = 15; if $i < $n $body }
-    }};
-}
-
 /// Issues this thread's cp.async copies of one tile: its chunks sit `step = threads / (D / 8)`
 /// rows apart (a warp copies whole rows: coalesced 16-byte reads, 128 contiguous shared bytes
 /// per 8-lane phase), the first at source index `src_at` and shared index `dst_at`; chunk `q`
