@@ -412,6 +412,15 @@ pub fn time<T: AttentionFloat>(
 pub fn torch_baseline(
     shapes: &[(AttentionShape, bool, &'static str)],
 ) -> std::result::Result<Vec<Option<f64>>, String> {
+    torch_baseline_pass(shapes, false)
+}
+
+/// As [`torch_baseline`], timing the forward or (`backward`) the backward alone (autograd of
+/// `scaled_dot_product_attention`, the graph kept from one forward).
+pub fn torch_baseline_pass(
+    shapes: &[(AttentionShape, bool, &'static str)],
+    backward: bool,
+) -> std::result::Result<Vec<Option<f64>>, String> {
     let script = std::env::var("FERROKERN_TORCH_ATTENTION")
         .map(std::path::PathBuf::from)
         .ok()
@@ -430,7 +439,7 @@ pub fn torch_baseline(
             .iter()
             .map(|(s, causal, dtype)| {
                 serde_json::json!({"batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq_q": s.seq_q,
-                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype})
+                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype, "backward": backward})
             })
             .collect::<Vec<_>>(),
     )

@@ -566,6 +566,70 @@ fn gemm_tc_case(way: TcWay) -> Outcome {
     outcome(r, [still_fresh("c", &c), still_fresh("c16", &c16)])
 }
 
+/// The ways an attention backward call can be wrong, one per case below.
+#[derive(Clone, Copy)]
+enum BwdWay {
+    ShortDo,
+    ShortLse,
+    ShortDk,
+    LongDq,
+    HeadDim48,
+    HeadsNotMultiple,
+    NanScale,
+    ForeignDv,
+    ForeignCall,
+}
+
+/// An attention backward (2 heads over 1 kv head, 9 queries, 11 keys, head dim 64, bf16)
+/// broken the way `way` says. The gradients must stay untouched.
+fn attention_backward_case(way: BwdWay) -> Outcome {
+    use ferrokern::attention::AttentionShape;
+    use ferrokern::attention_backward::{AttentionBackwardInput, AttentionGrads, BackwardOptions, attention_backward};
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let mut s = AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 9, seq_k: 11, head_dim: 64 };
+    let (ql, kl, ll) = (s.q_len(), s.kv_len(), s.lse_len());
+    let q = ctx.alloc::<bf16>(ql + 64).unwrap();
+    let kv = ctx.alloc::<bf16>(kl).unwrap();
+    let lse = ctx.alloc::<f32>(ll).unwrap();
+    let mut dq = ctx.alloc::<bf16>(ql + 1).unwrap();
+    let mut dk = ctx.alloc::<bf16>(kl).unwrap();
+    let mut dv = ctx.alloc::<bf16>(kl).unwrap();
+    let mut dv_other = other.alloc::<bf16>(kl).unwrap();
+    let mut scale = None;
+    let (mut do_len, mut lse_len, mut dk_len, mut dq_len) = (ql, ll, kl, ql);
+    match way {
+        BwdWay::ShortDo => do_len -= 1,
+        BwdWay::ShortLse => lse_len -= 1,
+        BwdWay::ShortDk => dk_len -= 1,
+        BwdWay::LongDq => dq_len += 1,
+        BwdWay::HeadDim48 => s.head_dim = 48,
+        BwdWay::HeadsNotMultiple => s.kv_heads = 3,
+        BwdWay::NanScale => scale = Some(f32::NAN),
+        BwdWay::ForeignDv | BwdWay::ForeignCall => {}
+    }
+    let input = AttentionBackwardInput {
+        q: q.view(0..ql).unwrap(),
+        k: kv.as_view(),
+        v: kv.as_view(),
+        o: q.view(0..ql).unwrap(),
+        d_o: q.view(0..do_len).unwrap(),
+        lse: lse.view(0..lse_len).unwrap(),
+        shape: s,
+        causal: true,
+        scale,
+    };
+    let dv_view = if matches!(way, BwdWay::ForeignDv) { dv_other.as_view_mut() } else { dv.as_view_mut() };
+    let grads =
+        AttentionGrads { dq: dq.view_mut(0..dq_len).unwrap(), dk: dk.view_mut(0..dk_len).unwrap(), dv: dv_view };
+    let on = if matches!(way, BwdWay::ForeignCall) { &other } else { &ctx };
+    let r = attention_backward(on, input, grads, BackwardOptions::default());
+    outcome(
+        r,
+        [still_fresh("dq", &dq), still_fresh("dk", &dk), still_fresh("dv", &dv), still_fresh("dv_other", &dv_other)],
+    )
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -770,6 +834,49 @@ fn other_table() -> Vec<Case> {
         }),
         case("gemm_tc: v02 with ldb = 9", Invalid, &["gemm_tc", "TMA", "leading dimension 9"], || {
             gemm_tc_case(TcWay::TmaOddLdb)
+        }),
+        // attention_backward: lengths against the shape, head dim, heads, scale, contexts
+        case(
+            "attention_backward: d_o one element short",
+            Invalid,
+            &["attention_backward", "d_o has 1151", "needs 1152"],
+            || attention_backward_case(BwdWay::ShortDo),
+        ),
+        case(
+            "attention_backward: lse one element short",
+            Invalid,
+            &["attention_backward", "lse has 17", "needs 18"],
+            || attention_backward_case(BwdWay::ShortLse),
+        ),
+        case(
+            "attention_backward: dk one element short",
+            Invalid,
+            &["attention_backward", "dk has 703", "needs 704"],
+            || attention_backward_case(BwdWay::ShortDk),
+        ),
+        case(
+            "attention_backward: dq one element long",
+            Invalid,
+            &["attention_backward", "dq has 1153", "needs 1152"],
+            || attention_backward_case(BwdWay::LongDq),
+        ),
+        case("attention_backward: head dim 48", Invalid, &["attention_backward", "head_dim = 48", "64"], || {
+            attention_backward_case(BwdWay::HeadDim48)
+        }),
+        case(
+            "attention_backward: heads not a multiple of kv_heads",
+            Invalid,
+            &["attention_backward", "heads = 2 is not a multiple of kv_heads = 3"],
+            || attention_backward_case(BwdWay::HeadsNotMultiple),
+        ),
+        case("attention_backward: NaN scale", Invalid, &["attention_backward", "scale = NaN", "finite"], || {
+            attention_backward_case(BwdWay::NanScale)
+        }),
+        case("attention_backward: dv from another context", WrongContext, &["attention_backward"], || {
+            attention_backward_case(BwdWay::ForeignDv)
+        }),
+        case("attention_backward: called on another context", WrongContext, &["attention_backward"], || {
+            attention_backward_case(BwdWay::ForeignCall)
         }),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),
