@@ -630,6 +630,32 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
     )
 }
 
+/// An attention_varlen call (2 heads over 1 kv head, head dim 64, bf16) with the given
+/// offsets over buffers of 12 query and 20 key tokens. The output must stay untouched.
+fn varlen_case(cu_q: &'static [i32], cu_k: &'static [i32]) -> Outcome {
+    use ferrokern::attention::{VarlenInput, attention_varlen};
+    let ctx = Context::emulator();
+    let (h, hk, d, tq, tk) = (2, 1, 64, 12, 20);
+    let q = ctx.alloc::<bf16>(h * tq * d).unwrap();
+    let kv = ctx.alloc::<bf16>(hk * tk * d).unwrap();
+    let mut o = ctx.alloc::<bf16>(h * tq * d).unwrap();
+    let mut lse = ctx.alloc::<f32>(h * tq).unwrap();
+    let input = VarlenInput {
+        q: q.as_view(),
+        k: kv.as_view(),
+        v: kv.as_view(),
+        cu_seqlens_q: cu_q,
+        cu_seqlens_k: cu_k,
+        heads: h,
+        kv_heads: hk,
+        head_dim: d,
+        causal: true,
+        scale: None,
+    };
+    let r = attention_varlen(&ctx, input, o.as_view_mut(), lse.as_view_mut());
+    outcome(r, [still_fresh("o", &o), still_fresh("lse", &lse)])
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -877,6 +903,40 @@ fn other_table() -> Vec<Case> {
         }),
         case("attention_backward: called on another context", WrongContext, &["attention_backward"], || {
             attention_backward_case(BwdWay::ForeignCall)
+        }),
+        // attention_varlen: offset tables
+        case(
+            "attention_varlen: non-monotone cu_seqlens_q",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q[2] = 3 < cu_seqlens_q[1] = 5", "non-decreasing"],
+            || varlen_case(&[0, 5, 3, 12], &[0, 4, 8, 20]),
+        ),
+        case(
+            "attention_varlen: cu_seqlens_k past the buffer",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_k ends at 21", "holds 20 tokens"],
+            || varlen_case(&[0, 5, 12], &[0, 4, 21]),
+        ),
+        case(
+            "attention_varlen: cu_seqlens_q short of the buffer",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q ends at 11", "holds 12 tokens"],
+            || varlen_case(&[0, 5, 11], &[0, 4, 20]),
+        ),
+        case(
+            "attention_varlen: mismatched batch counts",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q has 3 offsets and cu_seqlens_k 4", "batch + 1"],
+            || varlen_case(&[0, 5, 12], &[0, 4, 8, 20]),
+        ),
+        case(
+            "attention_varlen: offsets not starting at 0",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_k[0] = 2"],
+            || varlen_case(&[0, 5, 12], &[2, 4, 20]),
+        ),
+        case("attention_varlen: empty offsets", Invalid, &["attention_varlen", "cu_seqlens_q is empty"], || {
+            varlen_case(&[], &[])
         }),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),

@@ -573,3 +573,44 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
         &["remove --deterministic"],
     );
 }
+
+#[test]
+fn verify_attention_varlen_and_its_refusals() {
+    let r = verify(&[
+        "attention",
+        "--varlen",
+        "7:9,0:5,113,40:17",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "64",
+        "--causal",
+        "--dtype",
+        "bf16",
+    ]);
+    assert!(r.code == 0 && r.stdout.contains("varlen=7:9,0:5,113:113,40:17"), "{r}");
+    assert!(r.last_line().starts_with("PASS"), "{r}");
+    let base = ["verify", "attention", "--heads", "2", "--head-dim", "64", "--dtype", "bf16", "--backend", "emulator"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    assert_refused(&with(&["--varlen", "7:x"]), &["`7:x` is not a length"]);
+    assert_refused(&with(&["--varlen", "7", "--seq-q", "7"]), &["remove --seq-q"]);
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--varlen",
+            "7",
+            "--heads",
+            "2",
+            "--head-dim",
+            "32",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "emulator",
+        ],
+        &["head_dim = 32", "v02_mma"],
+    );
+}

@@ -202,7 +202,9 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
         for v in &tc {
             for kernel in v.kernels {
                 let d = kernel.head_dims[0];
-                for k in [kernel.bf16.name, kernel.f16.name] {
+                // The variable-length kernels (same body, offsets read per sequence) too.
+                let varlen = kernel.varlen.iter().flat_map(|v| [v.bf16.name, v.f16.name]);
+                for k in [kernel.bf16.name, kernel.f16.name].into_iter().chain(varlen) {
                     let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
                     let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
                     let get = |c: &str| m.get(c).copied().unwrap_or(0);

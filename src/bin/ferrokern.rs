@@ -889,11 +889,14 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
 /// launcher picks for the shape or, with the hidden `--kernel NAME`, any version of the ladder.
 fn run_verify_attention(a: VerifyArgs) -> ExitCode {
     use ferrokern::attention::{self as att, AttentionCase, AttentionShape, check_with};
+    if a.varlen.is_some() {
+        return run_verify_attention_varlen(a);
+    }
     let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--kernel"];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal]; remove {}",
+            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] (or --varlen LENS --heads --kv-heads --head-dim [--causal]); remove {}",
             stray.join(", ")
         ));
     }
@@ -950,6 +953,65 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         version.map_or("none", |v| v.name)
     );
     report_exit(check_with(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }, version))
+}
+
+/// `verify attention --varlen 7:9,113,1:40`: a variable-length batch (one `Q:K` or `L` per
+/// sequence), packed with cumulative offsets, each sequence checked against the dense
+/// reference with FlashAttention's rule.
+fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
+    use ferrokern::attention::{VarlenCase, check_varlen};
+    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`attention --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let spec = a.varlen.as_deref().unwrap_or_default();
+    let mut lens = Vec::new();
+    for item in spec.split(',') {
+        let parsed = match item.split_once(':') {
+            Some((q, k)) => q.trim().parse().ok().zip(k.trim().parse().ok()),
+            None => item.trim().parse().ok().map(|l: usize| (l, l)),
+        };
+        match parsed {
+            Some(l) => lens.push(l),
+            None => {
+                return bad_args(format!(
+                    "--varlen `{spec}`: `{item}` is not a length; give one Q:K (or L for both) per sequence, comma-separated, e.g. 7:9,113,1:40"
+                ));
+            }
+        }
+    }
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("attention takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return bad_args("attention is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
+        return bad_args("`attention --varlen` needs --heads H --head-dim D (and --kv-heads, default H)");
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let kv_heads = a.kv_heads.unwrap_or(heads);
+    let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
+    println!(
+        "verify attention varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version=v02_mma seed={seed}",
+        shown.join(","),
+        a.causal,
+        dtype.name(),
+        ctx.backend()
+    );
+    report_exit(check_varlen(&ctx, &VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed }))
 }
 
 /// `verify attention_backward`: the forward (the version `attention` picks) then the backward,

@@ -70,6 +70,13 @@ pub struct AttentionParams<T> {
     pub v: crate::device::Global<T>,
     pub o: crate::device::GlobalMut<T>,
     pub lse: crate::device::GlobalMut<f32>,
+    /// Variable-length batch (versions with [`AttentionKernel::varlen`]; empty: dense).
+    /// `batch + 1` cumulative token offsets of the queries and of the keys: sequence `b` owns
+    /// query tokens `cu_seqlens_q[b] .. cu_seqlens_q[b + 1]`. Layout then `Q, O: [heads,
+    /// total_q, d]`, `K, V: [kv_heads, total_k, d]`, `lse: [heads, total_q]`, with `seq_q` and
+    /// `seq_k` holding `total_q` and `total_k`; the mask is aligned per sequence.
+    pub cu_seqlens_q: crate::device::Global<i32>,
+    pub cu_seqlens_k: crate::device::Global<i32>,
 }
 
 /// The backward's parameters, shared by host and device: the forward's shape and inputs, its
@@ -109,13 +116,18 @@ crate::kernels! {
     ATTENTION_V01_BF16 = attention_v01_simt_bf16(AttentionParams<Bf16>) => v01_simt::run::<Bf16>;
     ATTENTION_V01_F16 = attention_v01_simt_f16(AttentionParams<F16>) => v01_simt::run::<F16>;
     /// v02, head dim 64.
-    ATTENTION_V02_D64_BF16 = attention_v02_mma_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false>;
-    ATTENTION_V02_D64_F16 = attention_v02_mma_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false>;
+    ATTENTION_V02_D64_BF16 = attention_v02_mma_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false, false>;
+    ATTENTION_V02_D64_F16 = attention_v02_mma_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, false>;
     /// v02, head dim 128.
-    ATTENTION_V02_D128_BF16 = attention_v02_mma_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false>;
-    ATTENTION_V02_D128_F16 = attention_v02_mma_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false>;
+    ATTENTION_V02_D128_BF16 = attention_v02_mma_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, false>;
+    ATTENTION_V02_D128_F16 = attention_v02_mma_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, false>;
+    /// v02 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_V02_VARLEN_D64_BF16 = attention_v02_mma_varlen_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false, true>;
+    ATTENTION_V02_VARLEN_D64_F16 = attention_v02_mma_varlen_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, true>;
+    ATTENTION_V02_VARLEN_D128_BF16 = attention_v02_mma_varlen_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, true>;
+    ATTENTION_V02_VARLEN_D128_F16 = attention_v02_mma_varlen_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, true>;
     /// Deliberately wrong (tests only): v02 head dim 64 with P's A registers 1 and 2 swapped.
-    ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true>;
+    ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true, false>;
     /// Backward: `D = rowsum(dO * O)` (and the atomic path's zeroed dQ accumulator).
     ATTENTION_BWD_PRE_BF16 = attention_bwd_preprocess_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::preprocess::<Bf16>;
     ATTENTION_BWD_PRE_F16 = attention_bwd_preprocess_f16(AttentionBwdParams<F16>) => bwd_v01_simt::preprocess::<F16>;
@@ -144,6 +156,15 @@ pub struct AttentionKernel {
     pub shared_bytes: u32,
     /// Q, K, V and O must start 16-byte aligned (cp.async copies, 16-byte stores).
     pub align16: bool,
+    /// The same kernel over a variable-length batch (reads `cu_seqlens_q/k`), if built.
+    pub varlen: Option<VarlenKernels>,
+}
+
+/// A version's variable-length kernels (same tiling, threads and shared bytes).
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct VarlenKernels {
+    pub bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
+    pub f16: &'static crate::KernelDef<AttentionParams<F16>>,
 }
 
 /// One rung of the ladder.
@@ -179,6 +200,7 @@ const fn v02_kernel(
     t: v02_mma::FlashTiling,
     bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
     f16: &'static crate::KernelDef<AttentionParams<F16>>,
+    varlen: Option<VarlenKernels>,
 ) -> AttentionKernel {
     AttentionKernel {
         head_dims: match t.d {
@@ -191,6 +213,7 @@ const fn v02_kernel(
         threads: t.threads(),
         shared_bytes: t.shared_bytes(),
         align16: true,
+        varlen,
     }
 }
 
@@ -208,14 +231,25 @@ pub const VERSIONS: &[AttentionVersion] = &[
             threads: v01_simt::THREADS,
             shared_bytes: v01_simt::SHARED_BYTES,
             align16: false,
+            varlen: None,
         }],
     },
     AttentionVersion {
         name: "v02_mma",
         tensor_cores: true,
         kernels: &[
-            v02_kernel(v02_mma::TILING_D64, &ATTENTION_V02_D64_BF16, &ATTENTION_V02_D64_F16),
-            v02_kernel(v02_mma::TILING_D128, &ATTENTION_V02_D128_BF16, &ATTENTION_V02_D128_F16),
+            v02_kernel(
+                v02_mma::TILING_D64,
+                &ATTENTION_V02_D64_BF16,
+                &ATTENTION_V02_D64_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V02_VARLEN_D64_BF16, f16: &ATTENTION_V02_VARLEN_D64_F16 }),
+            ),
+            v02_kernel(
+                v02_mma::TILING_D128,
+                &ATTENTION_V02_D128_BF16,
+                &ATTENTION_V02_D128_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V02_VARLEN_D128_BF16, f16: &ATTENTION_V02_VARLEN_D128_F16 }),
+            ),
         ],
     },
 ];
@@ -226,7 +260,7 @@ pub const VERSIONS: &[AttentionVersion] = &[
 pub const BUG_V02_SWAPPED_P: AttentionVersion = AttentionVersion {
     name: "bug_v02_swapped_p",
     tensor_cores: true,
-    kernels: &[v02_kernel(v02_mma::TILING_D64, &ATTENTION_BUG_V02_SWAPPED_P, &ATTENTION_V02_D64_F16)],
+    kernels: &[v02_kernel(v02_mma::TILING_D64, &ATTENTION_BUG_V02_SWAPPED_P, &ATTENTION_V02_D64_F16, None)],
 };
 
 /// One dtype's kernels of a backward version, in launch order.
@@ -336,6 +370,10 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         .iter()
         .chain([&BUG_V02_SWAPPED_P])
         .flat_map(|v| v.kernels.iter())
-        .find(|k| k.bf16.name == name || k.f16.name == name)
+        .find(|k| {
+            k.bf16.name == name
+                || k.f16.name == name
+                || k.varlen.as_ref().is_some_and(|v| v.bf16.name == name || v.f16.name == name)
+        })
         .map(|k| k.threads)
 }

@@ -67,7 +67,10 @@
 //! The launcher guarantees the view lengths match the shapes, `d` is this kernel's `D`,
 //! `heads` is a multiple of `kv_heads`, `seq_q >= 1`, Q, K, V and O start 16-byte aligned (the
 //! cp.async copies and the 16-byte output stores), and the grid is `(ceil(seq_q / BM), heads,
-//! batch)` with the tiling's threads and shared bytes. Every global access is guarded against
+//! batch)` with the tiling's threads and shared bytes. Varlen (`cu_seqlens_q` non-empty): both
+//! offset arrays have `batch + 1` non-decreasing entries from 0, the last ones `seq_q` /
+//! `seq_k` (the totals), and grid x covers the longest query sequence; blocks past their own
+//! sequence's end return before touching anything. Every global access is guarded against
 //! `seq_q` / `seq_k`: rows past them are zero-filled copies that read nothing.
 
 use super::AttentionParams;
@@ -289,7 +292,14 @@ fn softmax_tile<const MASKED: bool>(
 /// of O). `BUG_SWAP_P`: a deliberately wrong P re-pack (A registers 1 and 2 swapped: rows
 /// `g + 8` and columns `2 t + 8` exchanged) that the tests must reject.
 #[inline(always)]
-pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const BUG_SWAP_P: bool>(
+pub fn run<
+    T: MmaInput,
+    const D: usize,
+    const KD: usize,
+    const ND: usize,
+    const BUG_SWAP_P: bool,
+    const VARLEN: bool,
+>(
     p: AttentionParams<T>,
 ) {
     let cfg = const { tiling(D) };
@@ -299,11 +309,26 @@ pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const 
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
     let kvh = h / (p.heads / p.kv_heads) as usize;
+    // The (batch, head)'s first row: dense `[batch, heads, seq, D]`, or varlen `[heads, total,
+    // D]` with sequence b at its cumulative offset (and seq_q / seq_k its own lengths).
+    // A separate kernel for varlen keeps the dense one's registers (its lengths stay kernel
+    // parameters, re-read from constant memory rather than held in registers).
+    let (q_row0, seq_q, kv_row0, seq_k) = if !VARLEN {
+        let (sq, sk) = (p.seq_q as usize, p.seq_k as usize);
+        ((b * p.heads as usize + h) * sq, sq, (b * p.kv_heads as usize + kvh) * sk, sk)
+    } else {
+        let (qs, qe) = (p.cu_seqlens_q.load(b) as usize, p.cu_seqlens_q.load(b + 1) as usize);
+        let (ks, ke) = (p.cu_seqlens_k.load(b) as usize, p.cu_seqlens_k.load(b + 1) as usize);
+        (h * p.seq_q as usize + qs, qe - qs, kvh * p.seq_k as usize + ks, ke - ks)
+    };
     let q0 = block_idx_x() as usize * BM as usize;
-    let q_base = (b * p.heads as usize + h) * seq_q * D;
-    let kv_base = (b * p.kv_heads as usize + kvh) * seq_k * D;
+    if VARLEN && q0 >= seq_q {
+        // Varlen: the grid covers the longest sequence; the whole block leaves (no barrier yet).
+        return;
+    }
+    let q_base = q_row0 * D;
+    let kv_base = kv_row0 * D;
     let causal = p.causal != 0;
     // Keys query `i` sees: all, or up to the bottom-right-aligned diagonal (rows past seq_q,
     // which are never stored, see all keys).
@@ -441,7 +466,7 @@ pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const 
                 } else {
                     f32::NEG_INFINITY
                 };
-                p.lse.store((b * p.heads as usize + h) * seq_q + qi, lse);
+                p.lse.store(q_row0 + qi, lse);
             }
         });
     }
