@@ -5,7 +5,9 @@
 //!
 //! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
 //! the shape (`v02_mma` for head dims 64 and 128 with 16-byte aligned views, `v01_simt`
-//! otherwise); [`attention_with`] runs a named one. Bitwise deterministic run to run: every
+//! otherwise); [`attention_with`] runs a named one. [`attention_varlen`] runs a packed
+//! variable-length batch (`cu_seqlens_q/k`) on v02; the backward is in
+//! [`crate::attention_backward`]. Bitwise deterministic run to run: every
 //! output is one thread's fixed sequence of operations.
 
 use crate::check::{self, Guarded, Report};

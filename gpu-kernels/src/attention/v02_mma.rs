@@ -60,6 +60,10 @@
 //! (per ldmatrix, cp.async and mask column); [`hint::opaque_u32`] and comparing constants
 //! against `limit - 2 t` keep those as immediate offsets (from 255 registers with spills at
 //! d = 128 to 183).
+//! The variable-length kernels (`VARLEN`: lengths and bases from `cu_seqlens_q/k`, held in
+//! registers instead of re-read kernel parameters) take 161 / 159 (sm_80 / sm_90) at d = 64
+//! and 214 / 213 at d = 128, no spills: the same blocks per SM as the dense kernels (3 at
+//! d = 64, 2 at d = 128), which is why they are separate entry points.
 //! Head dim 256 is not built: O (128) + Q (64) + S (32) registers alone leave too little of
 //! the 255 a thread can address; it would need Q re-read from shared memory per k-step.
 //!
