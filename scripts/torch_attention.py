@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The attention baseline for `ferrokern bench`: times PyTorch's scaled_dot_product_attention
 on the GPU with CUDA events (median of 20 runs after 3 warm-up runs, L2 flushed before each)
-for the shapes given as a JSON list in argv[1], and prints one JSON object per shape.
+for the shapes given as a JSON list in argv[1], and prints one JSON object per shape. A shape
+with "backward": true times the backward alone: autograd of one forward, the graph kept,
+`torch.autograd.grad` of (dQ, dK, dV) for a fixed dO, FLOPs 2.5x the forward's.
 Without torch or a GPU it prints one object with an "error" field and exits 0, so the bench
 can say why the baseline is missing."""
 import json
@@ -25,15 +27,24 @@ def main():
     for s in shapes:
         b, h, hk, sq, sk, d = s["batch"], s["heads"], s["kv_heads"], s["seq_q"], s["seq_k"], s["head_dim"]
         dt = dtypes[s["dtype"]]
-        q = torch.randn(b, h, sq, d, dtype=dt, device="cuda")
-        k = torch.randn(b, hk, sk, d, dtype=dt, device="cuda")
-        v = torch.randn(b, hk, sk, d, dtype=dt, device="cuda")
+        backward = bool(s.get("backward", False))
+        q = torch.randn(b, h, sq, d, dtype=dt, device="cuda", requires_grad=backward)
+        k = torch.randn(b, hk, sk, d, dtype=dt, device="cuda", requires_grad=backward)
+        v = torch.randn(b, hk, sk, d, dtype=dt, device="cuda", requires_grad=backward)
         kwargs = {"is_causal": bool(s["causal"])}
         if hk != h:
             kwargs["enable_gqa"] = True
 
-        def run():
-            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+        if backward:
+            out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+            grad_out = torch.randn_like(out)
+
+            def run():
+                return torch.autograd.grad(out, (q, k, v), grad_out, retain_graph=True)
+        else:
+
+            def run():
+                return F.scaled_dot_product_attention(q, k, v, **kwargs)
 
         for _ in range(3):
             run()
@@ -47,7 +58,7 @@ def main():
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end))
         ms = statistics.median(times)
-        flops = 4 * b * h * sq * sk * d * (0.5 if s["causal"] else 1.0)
+        flops = 4 * b * h * sq * sk * d * (0.5 if s["causal"] else 1.0) * (2.5 if backward else 1.0)
         out = dict(s)
         out.update({"median_ms": ms, "tflops": flops / (ms * 1e9), "torch": torch.__version__})
         print(json.dumps(out))

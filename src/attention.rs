@@ -5,14 +5,16 @@
 //!
 //! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
 //! the shape (`v02_mma` for head dims 64 and 128 with 16-byte aligned views, `v01_simt`
-//! otherwise); [`attention_with`] runs a named one. Bitwise deterministic run to run: every
+//! otherwise); [`attention_with`] runs a named one. [`attention_varlen`] runs a packed
+//! variable-length batch (`cu_seqlens_q/k`) on v02; the backward is in
+//! [`crate::attention_backward`]. Bitwise deterministic run to run: every
 //! output is one thread's fixed sequence of operations.
 
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::KernelDef;
 use gpu_kernels::attention::AttentionParams;
-pub use gpu_kernels::attention::{AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS};
+pub use gpu_kernels::attention::{AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS, VarlenKernels};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,14 +22,21 @@ use rand::{Rng, SeedableRng};
 /// The input types attention takes: bf16 and f16.
 pub trait AttentionFloat: Float {
     fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>>;
+    fn varlen_kernel(k: &VarlenKernels) -> &'static KernelDef<AttentionParams<Self>>;
 }
 impl AttentionFloat for bf16 {
     fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>> {
         k.bf16
     }
+    fn varlen_kernel(k: &VarlenKernels) -> &'static KernelDef<AttentionParams<Self>> {
+        k.bf16
+    }
 }
 impl AttentionFloat for f16 {
     fn kernel(k: &AttentionKernel) -> &'static KernelDef<AttentionParams<Self>> {
+        k.f16
+    }
+    fn varlen_kernel(k: &VarlenKernels) -> &'static KernelDef<AttentionParams<Self>> {
         k.f16
     }
 }
@@ -87,13 +96,17 @@ pub struct AttentionInput<'a, T: AttentionFloat> {
 }
 
 fn check_shape(s: &AttentionShape) -> Result<()> {
-    const OP: &str = "attention";
+    check_shape_for("attention", s)
+}
+
+/// The shape checks the forward and the backward share, in `op`'s name.
+pub(crate) fn check_shape_for(op: &'static str, s: &AttentionShape) -> Result<()> {
     if s.kv_heads == 0 && s.heads > 0 {
-        return Err(Error::invalid(OP, "kv_heads = 0: pass at least one key/value head"));
+        return Err(Error::invalid(op, "kv_heads = 0: pass at least one key/value head"));
     }
     if s.kv_heads > 0 && !s.heads.is_multiple_of(s.kv_heads) {
         return Err(Error::invalid(
-            OP,
+            op,
             format!(
                 "heads = {} is not a multiple of kv_heads = {}; grouped-query attention shares each kv head among heads / kv_heads query heads",
                 s.heads, s.kv_heads
@@ -102,15 +115,15 @@ fn check_shape(s: &AttentionShape) -> Result<()> {
     }
     if s.heads > 65535 || s.batch > 65535 {
         return Err(Error::invalid(
-            OP,
+            op,
             format!("{} heads x {} batch: each must be at most 65535 (grid y and z)", s.heads, s.batch),
         ));
     }
     if [s.seq_q, s.seq_k].iter().any(|&n| n > i32::MAX as usize) {
-        return Err(Error::invalid(OP, "sequence lengths must be below 2^31"));
+        return Err(Error::invalid(op, "sequence lengths must be below 2^31"));
     }
     for (what, n) in [("Q", s.q_len()), ("K", s.kv_len())] {
-        let _ = n.checked_mul(4).ok_or_else(|| Error::invalid(OP, format!("{what} overflows the address space")))?;
+        let _ = n.checked_mul(4).ok_or_else(|| Error::invalid(op, format!("{what} overflows the address space")))?;
     }
     Ok(())
 }
@@ -206,10 +219,254 @@ pub fn attention_with<T: AttentionFloat>(
         v: v.global(),
         o: o.global_mut(),
         lse: lse.global_mut(),
+        cu_seqlens_q: gpu_kernels::device::Global::empty(),
+        cu_seqlens_k: gpu_kernels::device::Global::empty(),
     };
     let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
     let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
     ctx.launch(T::kernel(kernel), cfg, params)
+}
+
+/// A variable-length batch, packed as FlashAttention's varlen API packs it: sequence `b` owns
+/// query tokens `cu_seqlens_q[b] .. cu_seqlens_q[b + 1]` and key tokens `cu_seqlens_k[b] ..
+/// cu_seqlens_k[b + 1]` (`batch + 1` offsets each, from 0, non-decreasing, the last one the
+/// total). Heads are the outer dimension: `q: [heads, total_q, head_dim]`, `k, v: [kv_heads,
+/// total_k, head_dim]`, `o` as `q`, `lse: [heads, total_q]` (FlashAttention packs `[total,
+/// heads, d]`; heads-outer keeps every sequence's rows of a head contiguous, which the
+/// kernel's 16-byte row copies need). Causal masking is aligned bottom-right per sequence.
+#[derive(Clone, Copy)]
+pub struct VarlenInput<'a, T: AttentionFloat> {
+    pub q: BufRef<'a, T>,
+    pub k: BufRef<'a, T>,
+    pub v: BufRef<'a, T>,
+    /// Host offsets, validated (and uploaded) per call: a bad table is a typed error.
+    pub cu_seqlens_q: &'a [i32],
+    pub cu_seqlens_k: &'a [i32],
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    pub scale: Option<f32>,
+}
+
+/// Validates one offset table against the tokens its buffer holds; returns the longest
+/// sequence.
+fn check_offsets(op: &'static str, name: &str, cu: &[i32], total: usize) -> Result<usize> {
+    if cu.is_empty() {
+        return Err(Error::invalid(op, format!("{name} is empty: pass batch + 1 offsets, starting at 0")));
+    }
+    if cu[0] != 0 {
+        return Err(Error::invalid(op, format!("{name}[0] = {}: the offsets start at 0", cu[0])));
+    }
+    let mut longest = 0;
+    for i in 1..cu.len() {
+        if cu[i] < cu[i - 1] {
+            return Err(Error::invalid(
+                op,
+                format!("{name}[{i}] = {} < {name}[{}] = {}: offsets must be non-decreasing", cu[i], i - 1, cu[i - 1]),
+            ));
+        }
+        longest = longest.max((cu[i] - cu[i - 1]) as usize);
+    }
+    let last = *cu.last().expect("non-empty") as usize;
+    if last != total {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "{name} ends at {last} but the buffer holds {total} tokens: the last offset is the total (offsets past the buffer read out of bounds)"
+            ),
+        ));
+    }
+    Ok(longest)
+}
+
+/// Attention over a variable-length batch ([`VarlenInput`]): `o: [heads, total_q, head_dim]`,
+/// `lse: [heads, total_q]`, with the highest version that reads offsets (`v02_mma`: head dims
+/// 64 and 128, 16-byte aligned views).
+pub fn attention_varlen<T: AttentionFloat>(
+    ctx: &Context,
+    input: VarlenInput<'_, T>,
+    mut o: BufMut<'_, T>,
+    mut lse: BufMut<'_, f32>,
+) -> Result<()> {
+    const OP: &str = "attention_varlen";
+    let VarlenInput { q, k, v, cu_seqlens_q, cu_seqlens_k, heads, kv_heads, head_dim, causal, scale } = input;
+    for r in [&q, &k, &v] {
+        r.check_context(ctx, OP)?;
+    }
+    o.check_context(ctx, OP)?;
+    lse.check_context(ctx, OP)?;
+    let Some((version, kernel, vk)) =
+        VERSIONS.iter().rev().find_map(|v| v.kernel(head_dim).and_then(|k| k.varlen.as_ref().map(|vk| (v, k, vk))))
+    else {
+        return Err(Error::invalid(
+            OP,
+            format!("head_dim = {head_dim}: variable-length batches run v02_mma, which supports 64, 128"),
+        ));
+    };
+    if cu_seqlens_q.len() != cu_seqlens_k.len() {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "cu_seqlens_q has {} offsets and cu_seqlens_k {}: both need batch + 1 (one batch count)",
+                cu_seqlens_q.len(),
+                cu_seqlens_k.len()
+            ),
+        ));
+    }
+    let batch = cu_seqlens_q.len().saturating_sub(1);
+    let (q_row, k_row) = (heads * head_dim, kv_heads * head_dim);
+    if q_row == 0 || k_row == 0 {
+        return Err(Error::invalid(OP, "heads, kv_heads and head_dim must be positive"));
+    }
+    for (name, got, row) in [("q", q.len(), q_row), ("k", k.len(), k_row), ("v", v.len(), k_row)] {
+        if !got.is_multiple_of(row) {
+            return Err(Error::invalid(
+                OP,
+                format!("{name} has {got} elements, not a whole number of tokens of {row} ([heads, total, head_dim])"),
+            ));
+        }
+    }
+    let (total_q, total_k) = (q.len() / q_row, k.len() / k_row);
+    if v.len() != k.len() {
+        return Err(Error::invalid(OP, format!("v has {} elements but k has {}", v.len(), k.len())));
+    }
+    let max_q = check_offsets(OP, "cu_seqlens_q", cu_seqlens_q, total_q)?;
+    check_offsets(OP, "cu_seqlens_k", cu_seqlens_k, total_k)?;
+    // The dense shape checks (GQA, grid, sizes) on the totals, with the batch as grid z.
+    let s = AttentionShape { batch, heads, kv_heads, seq_q: total_q, seq_k: total_k, head_dim };
+    check_shape_for(OP, &s)?;
+    for (name, got, want) in [("o", o.len(), q.len()), ("lse", lse.len(), heads * total_q)] {
+        if got != want {
+            return Err(Error::invalid(OP, format!("{name} has {got} elements but needs {want}")));
+        }
+    }
+    for (name, addr) in [("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())] {
+        if !addr.is_multiple_of(16) {
+            return Err(Error::invalid(
+                OP,
+                format!("{name} starts at {addr:#x}, not 16-byte aligned: {} copies 16-byte rows", version.name),
+            ));
+        }
+    }
+    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
+    }
+    if batch == 0 || max_q == 0 {
+        return Ok(());
+    }
+    let (cq, ck) = (ctx.upload(cu_seqlens_q)?, ctx.upload(cu_seqlens_k)?);
+    let params = AttentionParams {
+        batch: batch as u32,
+        heads: heads as u32,
+        kv_heads: kv_heads as u32,
+        seq_q: total_q as u32,
+        seq_k: total_k as u32,
+        d: head_dim as u32,
+        causal: causal as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        q: q.global(),
+        k: k.global(),
+        v: v.global(),
+        o: o.global_mut(),
+        lse: lse.global_mut(),
+        cu_seqlens_q: cq.as_view().global(),
+        cu_seqlens_k: ck.as_view().global(),
+    };
+    let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, heads as u32, batch as u32);
+    let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
+    ctx.launch(T::varlen_kernel(vk), cfg, params)
+}
+
+/// One checked variable-length case: `lens[b] = (seq_q, seq_k)` of sequence `b`.
+#[derive(Clone, Debug)]
+pub struct VarlenCase {
+    pub dtype: DType,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub lens: Vec<(usize, usize)>,
+    pub causal: bool,
+    pub seed: u64,
+}
+
+fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result<Report> {
+    let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
+    let mut cu_q = vec![0i32];
+    let mut cu_k = vec![0i32];
+    for &(lq, lk) in &case.lens {
+        cu_q.push(cu_q.last().unwrap() + lq as i32);
+        cu_k.push(cu_k.last().unwrap() + lk as i32);
+    }
+    let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let mut draw = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect() };
+    let (q, kk, v) = (draw(h * tq * d), draw(hk * tk * d), draw(hk * tk * d));
+    let (qb, kb, vb) = (ctx.upload(&q)?, ctx.upload(&kk)?, ctx.upload(&v)?);
+    let mut o = Guarded::<T>::poisoned(ctx, h * tq * d)?;
+    let mut lse = Guarded::<f32>::poisoned(ctx, h * tq)?;
+    let input = VarlenInput {
+        q: qb.as_view(),
+        k: kb.as_view(),
+        v: vb.as_view(),
+        cu_seqlens_q: &cu_q,
+        cu_seqlens_k: &cu_k,
+        heads: h,
+        kv_heads: hk,
+        head_dim: d,
+        causal: case.causal,
+        scale: None,
+    };
+    attention_varlen(ctx, input, o.view_mut(), lse.view_mut())?;
+    let (go, guo) = o.finish()?;
+    let (gl, gul) = lse.finish()?;
+    // Each sequence alone through the dense reference and naive attention ([1, heads, len, d]).
+    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let (q64, k64, v64) = (f(&q), f(&kk), f(&v));
+    let scale = 1.0 / (d as f64).sqrt();
+    let (mut ro, mut rl) = (vec![0.0; h * tq * d], vec![0.0; h * tq]);
+    let (mut lo, mut ll) = (ro.clone(), rl.clone());
+    for (b, &(lq, lk)) in case.lens.iter().enumerate() {
+        let (qs, ks) = (cu_q[b] as usize, cu_k[b] as usize);
+        let gather = |src: &[f64], heads: usize, total: usize, start: usize, len: usize| -> Vec<f64> {
+            (0..heads).flat_map(|hh| src[(hh * total + start) * d..(hh * total + start + len) * d].to_vec()).collect()
+        };
+        let (sq, sk, sv) = (gather(&q64, h, tq, qs, lq), gather(&k64, hk, tk, ks, lk), gather(&v64, hk, tk, ks, lk));
+        let s = AttentionShape { batch: 1, heads: h, kv_heads: hk, seq_q: lq, seq_k: lk, head_dim: d };
+        let (o1, l1) = reference(&sq, &sk, &sv, &s, case.causal, scale);
+        let (o2, l2) = naive(&sq, &sk, &sv, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
+        for hh in 0..h {
+            let dst = (hh * tq + qs) * d;
+            ro[dst..dst + lq * d].copy_from_slice(&o1[hh * lq * d..(hh + 1) * lq * d]);
+            lo[dst..dst + lq * d].copy_from_slice(&o2[hh * lq * d..(hh + 1) * lq * d]);
+            rl[hh * tq + qs..hh * tq + qs + lq].copy_from_slice(&l1[hh * lq..(hh + 1) * lq]);
+            ll[hh * tq + qs..hh * tq + qs + lq].copy_from_slice(&l2[hh * lq..(hh + 1) * lq]);
+        }
+    }
+    let max_err = |a: &[f64], b: &[f64]| {
+        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    };
+    let o_bound = 2.0 * max_err(&lo, &ro) + 1e-5;
+    let l_bound = 2.0 * max_err(&ll, &rl) + 1e-4;
+    let mut ro_report = check::compare(&go, &ro, &vec![o_bound; ro.len()], guo);
+    ro_report.tol = format!("FA rule 2 x naive {} error ({:.2e}) + 1e-5", T::NAME, o_bound);
+    let mut rl_report = check::compare(&gl, &rl, &vec![l_bound; rl.len()], gul);
+    rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
+    Ok(check::merge(vec![("o", ro_report), ("lse", rl_report)]))
+}
+
+/// Runs a variable-length case through [`attention_varlen`]: random inputs in [-2, 2),
+/// poisoned and guarded outputs, each sequence checked against the dense reference with
+/// FlashAttention's rule.
+pub fn check_varlen(ctx: &Context, case: &VarlenCase) -> Result<Report> {
+    match case.dtype {
+        DType::BF16 => check_varlen_t::<bf16>(ctx, case),
+        DType::F16 => check_varlen_t::<f16>(ctx, case),
+        other => {
+            Err(Error::invalid("attention_varlen", format!("dtype {} is not supported; use bf16 or f16", other.name())))
+        }
+    }
 }
 
 /// The f64 reference on the same (rounded) inputs: `(O, lse)`.
@@ -408,6 +665,15 @@ pub fn time<T: AttentionFloat>(
 pub fn torch_baseline(
     shapes: &[(AttentionShape, bool, &'static str)],
 ) -> std::result::Result<Vec<Option<f64>>, String> {
+    torch_baseline_pass(shapes, false)
+}
+
+/// As [`torch_baseline`], timing the forward or (`backward`) the backward alone (autograd of
+/// `scaled_dot_product_attention`, the graph kept from one forward).
+pub fn torch_baseline_pass(
+    shapes: &[(AttentionShape, bool, &'static str)],
+    backward: bool,
+) -> std::result::Result<Vec<Option<f64>>, String> {
     let script = std::env::var("FERROKERN_TORCH_ATTENTION")
         .map(std::path::PathBuf::from)
         .ok()
@@ -426,7 +692,7 @@ pub fn torch_baseline(
             .iter()
             .map(|(s, causal, dtype)| {
                 serde_json::json!({"batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq_q": s.seq_q,
-                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype})
+                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype, "backward": backward})
             })
             .collect::<Vec<_>>(),
     )

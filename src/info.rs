@@ -141,6 +141,12 @@ pub const SASS_CLASSES: &[&str] = &[
     "LDL",
     "STL",
     "BAR",
+    // Global atomics (attention backward's dQ): RED without a result, ATOM with; the G forms
+    // are what newer ptxas emits for generic-to-global addresses.
+    "RED",
+    "REDG",
+    "ATOM",
+    "ATOMG",
 ];
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.

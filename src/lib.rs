@@ -13,6 +13,7 @@
 //! ```
 
 pub mod attention;
+pub mod attention_backward;
 pub mod bench;
 pub mod check;
 pub mod cross_entropy;

@@ -34,11 +34,12 @@ pub const AVAILABLE: &[&str] = &[
     "rmsnorm_backward",
     "gemm",
     "attention",
+    "attention_backward",
     "paged_decode",
 ];
 
 /// Ops planned by open issues: asking for one is a clear error, not a crash.
-pub const PLANNED: &[(&str, &str)] = &[("attention_backward", "issue 7")];
+pub const PLANNED: &[(&str, &str)] = &[];
 
 /// How to draw input values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

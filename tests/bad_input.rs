@@ -601,6 +601,96 @@ fn row_strategy_case(which: &str, rows: usize, cols: usize, strategy: RowStrateg
     outcome(result, [still_fresh("y", &y), still_fresh("per-row output", &per_row)])
 }
 
+/// The ways an attention backward call can be wrong, one per case below.
+#[derive(Clone, Copy)]
+enum BwdWay {
+    ShortDo,
+    ShortLse,
+    ShortDk,
+    LongDq,
+    HeadDim48,
+    HeadsNotMultiple,
+    NanScale,
+    ForeignDv,
+    ForeignCall,
+}
+
+/// An attention backward (2 heads over 1 kv head, 9 queries, 11 keys, head dim 64, bf16)
+/// broken the way `way` says. The gradients must stay untouched.
+fn attention_backward_case(way: BwdWay) -> Outcome {
+    use ferrokern::attention::AttentionShape;
+    use ferrokern::attention_backward::{AttentionBackwardInput, AttentionGrads, BackwardOptions, attention_backward};
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let mut s = AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 9, seq_k: 11, head_dim: 64 };
+    let (ql, kl, ll) = (s.q_len(), s.kv_len(), s.lse_len());
+    let q = ctx.alloc::<bf16>(ql + 64).unwrap();
+    let kv = ctx.alloc::<bf16>(kl).unwrap();
+    let lse = ctx.alloc::<f32>(ll).unwrap();
+    let mut dq = ctx.alloc::<bf16>(ql + 1).unwrap();
+    let mut dk = ctx.alloc::<bf16>(kl).unwrap();
+    let mut dv = ctx.alloc::<bf16>(kl).unwrap();
+    let mut dv_other = other.alloc::<bf16>(kl).unwrap();
+    let mut scale = None;
+    let (mut do_len, mut lse_len, mut dk_len, mut dq_len) = (ql, ll, kl, ql);
+    match way {
+        BwdWay::ShortDo => do_len -= 1,
+        BwdWay::ShortLse => lse_len -= 1,
+        BwdWay::ShortDk => dk_len -= 1,
+        BwdWay::LongDq => dq_len += 1,
+        BwdWay::HeadDim48 => s.head_dim = 48,
+        BwdWay::HeadsNotMultiple => s.kv_heads = 3,
+        BwdWay::NanScale => scale = Some(f32::NAN),
+        BwdWay::ForeignDv | BwdWay::ForeignCall => {}
+    }
+    let input = AttentionBackwardInput {
+        q: q.view(0..ql).unwrap(),
+        k: kv.as_view(),
+        v: kv.as_view(),
+        o: q.view(0..ql).unwrap(),
+        d_o: q.view(0..do_len).unwrap(),
+        lse: lse.view(0..lse_len).unwrap(),
+        shape: s,
+        causal: true,
+        scale,
+    };
+    let dv_view = if matches!(way, BwdWay::ForeignDv) { dv_other.as_view_mut() } else { dv.as_view_mut() };
+    let grads =
+        AttentionGrads { dq: dq.view_mut(0..dq_len).unwrap(), dk: dk.view_mut(0..dk_len).unwrap(), dv: dv_view };
+    let on = if matches!(way, BwdWay::ForeignCall) { &other } else { &ctx };
+    let r = attention_backward(on, input, grads, BackwardOptions::default());
+    outcome(
+        r,
+        [still_fresh("dq", &dq), still_fresh("dk", &dk), still_fresh("dv", &dv), still_fresh("dv_other", &dv_other)],
+    )
+}
+
+/// An attention_varlen call (2 heads over 1 kv head, head dim 64, bf16) with the given
+/// offsets over buffers of 12 query and 20 key tokens. The output must stay untouched.
+fn varlen_case(cu_q: &'static [i32], cu_k: &'static [i32]) -> Outcome {
+    use ferrokern::attention::{VarlenInput, attention_varlen};
+    let ctx = Context::emulator();
+    let (h, hk, d, tq, tk) = (2, 1, 64, 12, 20);
+    let q = ctx.alloc::<bf16>(h * tq * d).unwrap();
+    let kv = ctx.alloc::<bf16>(hk * tk * d).unwrap();
+    let mut o = ctx.alloc::<bf16>(h * tq * d).unwrap();
+    let mut lse = ctx.alloc::<f32>(h * tq).unwrap();
+    let input = VarlenInput {
+        q: q.as_view(),
+        k: kv.as_view(),
+        v: kv.as_view(),
+        cu_seqlens_q: cu_q,
+        cu_seqlens_k: cu_k,
+        heads: h,
+        kv_heads: hk,
+        head_dim: d,
+        causal: true,
+        scale: None,
+    };
+    let r = attention_varlen(&ctx, input, o.as_view_mut(), lse.as_view_mut());
+    outcome(r, [still_fresh("o", &o), still_fresh("lse", &lse)])
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -824,6 +914,83 @@ fn other_table() -> Vec<Case> {
         ),
         case("softmax_backward: split strategy", Invalid, &["softmax_backward", "split strategy", "use warp"], || {
             row_strategy_case("softmax_backward", 2, 40_000, RowStrategy::Split)
+        }),
+        // attention_backward: lengths against the shape, head dim, heads, scale, contexts
+        case(
+            "attention_backward: d_o one element short",
+            Invalid,
+            &["attention_backward", "d_o has 1151", "needs 1152"],
+            || attention_backward_case(BwdWay::ShortDo),
+        ),
+        case(
+            "attention_backward: lse one element short",
+            Invalid,
+            &["attention_backward", "lse has 17", "needs 18"],
+            || attention_backward_case(BwdWay::ShortLse),
+        ),
+        case(
+            "attention_backward: dk one element short",
+            Invalid,
+            &["attention_backward", "dk has 703", "needs 704"],
+            || attention_backward_case(BwdWay::ShortDk),
+        ),
+        case(
+            "attention_backward: dq one element long",
+            Invalid,
+            &["attention_backward", "dq has 1153", "needs 1152"],
+            || attention_backward_case(BwdWay::LongDq),
+        ),
+        case("attention_backward: head dim 48", Invalid, &["attention_backward", "head_dim = 48", "64"], || {
+            attention_backward_case(BwdWay::HeadDim48)
+        }),
+        case(
+            "attention_backward: heads not a multiple of kv_heads",
+            Invalid,
+            &["attention_backward", "heads = 2 is not a multiple of kv_heads = 3"],
+            || attention_backward_case(BwdWay::HeadsNotMultiple),
+        ),
+        case("attention_backward: NaN scale", Invalid, &["attention_backward", "scale = NaN", "finite"], || {
+            attention_backward_case(BwdWay::NanScale)
+        }),
+        case("attention_backward: dv from another context", WrongContext, &["attention_backward"], || {
+            attention_backward_case(BwdWay::ForeignDv)
+        }),
+        case("attention_backward: called on another context", WrongContext, &["attention_backward"], || {
+            attention_backward_case(BwdWay::ForeignCall)
+        }),
+        // attention_varlen: offset tables
+        case(
+            "attention_varlen: non-monotone cu_seqlens_q",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q[2] = 3 < cu_seqlens_q[1] = 5", "non-decreasing"],
+            || varlen_case(&[0, 5, 3, 12], &[0, 4, 8, 20]),
+        ),
+        case(
+            "attention_varlen: cu_seqlens_k past the buffer",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_k ends at 21", "holds 20 tokens"],
+            || varlen_case(&[0, 5, 12], &[0, 4, 21]),
+        ),
+        case(
+            "attention_varlen: cu_seqlens_q short of the buffer",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q ends at 11", "holds 12 tokens"],
+            || varlen_case(&[0, 5, 11], &[0, 4, 20]),
+        ),
+        case(
+            "attention_varlen: mismatched batch counts",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_q has 3 offsets and cu_seqlens_k 4", "batch + 1"],
+            || varlen_case(&[0, 5, 12], &[0, 4, 8, 20]),
+        ),
+        case(
+            "attention_varlen: offsets not starting at 0",
+            Invalid,
+            &["attention_varlen", "cu_seqlens_k[0] = 2"],
+            || varlen_case(&[0, 5, 12], &[2, 4, 20]),
+        ),
+        case("attention_varlen: empty offsets", Invalid, &["attention_varlen", "cu_seqlens_q is empty"], || {
+            varlen_case(&[], &[])
         }),
         // Context::time_runs
         case("time_runs: on the emulator", Invalid, &["time_runs", "needs the GPU backend"], || time_runs_case(false)),

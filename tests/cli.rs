@@ -518,3 +518,99 @@ fn verify_paged_decode_versions_and_new_tokens() {
     assert_refused(&with(&["--context", "9", "--q-len", "0"]), &["q_len = 0"]);
     assert_refused(&with(&["--context", "9", "--kernel", "v99"]), &["unknown paged_decode version `v99`", "v02_vec"]);
 }
+
+#[test]
+fn verify_attention_backward_both_dq_paths_and_refusals() {
+    let args = ["attention_backward", "--heads", "4", "--kv-heads", "2", "--seq-q", "37", "--seq-k", "61", "--causal"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
+    let r = verify(&with(&["--head-dim", "64", "--dtype", "bf16"]));
+    assert!(r.code == 0 && r.stdout.contains("deterministic=false"), "{r}");
+    assert!(r.last_line().starts_with("PASS") && r.stdout.contains("version=v01_simt"), "{r}");
+    let r = verify(&with(&["--head-dim", "128", "--dtype", "f16", "--deterministic"]));
+    assert!(r.code == 0 && r.stdout.contains("deterministic=true"), "--deterministic: {r}");
+    assert!(r.last_line().starts_with("PASS"), "--deterministic: {r}");
+    let base = ["verify", "attention_backward", "--heads", "2", "--seq-q", "9", "--backend", "emulator"];
+    let refused = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    assert_refused(&refused(&["--head-dim", "48", "--dtype", "bf16"]), &["head_dim = 48"]);
+    assert_refused(&refused(&["--head-dim", "64", "--dtype", "f32"]), &["bf16 or f16"]);
+    assert_refused(&refused(&["--head-dim", "64", "--dtype", "bf16", "--len", "3"]), &["remove --len"]);
+    assert_refused(
+        &refused(&["--head-dim", "64", "--dtype", "bf16", "--kernel", "v02_mma"]),
+        &["unknown attention_backward version `v02_mma`", "v01_simt"],
+    );
+    assert_refused(
+        &[
+            "verify",
+            "attention_backward",
+            "--seq-q",
+            "9",
+            "--head-dim",
+            "64",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "emulator",
+        ],
+        &["needs --heads"],
+    );
+    // The forward takes no --deterministic.
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--heads",
+            "2",
+            "--seq-q",
+            "9",
+            "--head-dim",
+            "64",
+            "--dtype",
+            "bf16",
+            "--deterministic",
+            "--backend",
+            "emulator",
+        ],
+        &["remove --deterministic"],
+    );
+}
+
+#[test]
+fn verify_attention_varlen_and_its_refusals() {
+    let r = verify(&[
+        "attention",
+        "--varlen",
+        "7:9,0:5,113,40:17",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "64",
+        "--causal",
+        "--dtype",
+        "bf16",
+    ]);
+    assert!(r.code == 0 && r.stdout.contains("varlen=7:9,0:5,113:113,40:17"), "{r}");
+    assert!(r.last_line().starts_with("PASS"), "{r}");
+    let base = ["verify", "attention", "--heads", "2", "--head-dim", "64", "--dtype", "bf16", "--backend", "emulator"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    assert_refused(&with(&["--varlen", "7:x"]), &["`7:x` is not a length"]);
+    assert_refused(&with(&["--varlen", "7", "--seq-q", "7"]), &["remove --seq-q"]);
+    assert_refused(
+        &[
+            "verify",
+            "attention",
+            "--varlen",
+            "7",
+            "--heads",
+            "2",
+            "--head-dim",
+            "32",
+            "--dtype",
+            "bf16",
+            "--backend",
+            "emulator",
+        ],
+        &["head_dim = 32", "v02_mma"],
+    );
+}

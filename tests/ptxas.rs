@@ -202,7 +202,9 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
         for v in &tc {
             for kernel in v.kernels {
                 let d = kernel.head_dims[0];
-                for k in [kernel.bf16.name, kernel.f16.name] {
+                // The variable-length kernels (same body, offsets read per sequence) too.
+                let varlen = kernel.varlen.iter().flat_map(|v| [v.bf16.name, v.f16.name]);
+                for k in [kernel.bf16.name, kernel.f16.name].into_iter().chain(varlen) {
                     let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
                     let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
                     let get = |c: &str| m.get(c).copied().unwrap_or(0);
@@ -230,5 +232,45 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn attention_backward_kernels_have_no_spills_or_local_memory() {
+    use ferrokern::attention_backward::{BACKWARD_VERSIONS, BUG_BWD_NO_D};
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    for (arch, ptx) in ferrokern::PTX {
+        let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        for v in BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D]) {
+            let ks = [&v.bf16.preprocess.name, &v.bf16.dkdv.name, &v.bf16.dq.name, &v.bf16.dq_convert.name]
+                .into_iter()
+                .chain([&v.f16.preprocess.name, &v.f16.dkdv.name, &v.f16.dq.name, &v.f16.dq_convert.name]);
+            for &k in ks {
+                let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+                let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
+                let get = |c: &str| m.get(c).copied().unwrap_or(0);
+                // dK, dV (and the dQ partials) are register arrays indexed by constants only.
+                assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+                assert!(
+                    r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0,
+                    "{arch} {k}: spills or a stack frame: {r:?}"
+                );
+                println!(
+                    "{arch} {k}: {} registers, {} FFMA, {} BAR, {} global atomics, no local memory, no spills",
+                    r.registers,
+                    get("FFMA"),
+                    get("BAR"),
+                    get("RED") + get("ATOM") + get("REDG") + get("ATOMG"),
+                );
+                if k.contains("dkdv") {
+                    // The atomic dQ path is compiled in (it runs when `atomic_dq` is set).
+                    let atomics = get("RED") + get("ATOM") + get("REDG") + get("ATOMG");
+                    assert!(atomics >= 1, "{arch} {k}: no atomic add for dQ in {m:?}");
+                }
+            }
+        }
+        println!("{arch}: backward dkdv/dq dynamic shared {} B", BACKWARD_VERSIONS[0].shared_bytes);
     }
 }

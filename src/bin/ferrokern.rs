@@ -130,6 +130,13 @@ struct VerifyArgs {
     /// Values near the dtype's limit (+-1e30 f32/bf16, +-6e4 f16).
     #[arg(long)]
     huge: bool,
+    /// attention_backward: the bitwise-reproducible dQ pass instead of f32 atomics.
+    #[arg(long)]
+    deterministic: bool,
+    /// attention: variable-length batch, one `Q:K` (or `L`, both the same) length per sequence,
+    /// comma-separated (e.g. `7:9,113,1:40`), packed with cumulative offsets.
+    #[arg(long)]
+    varlen: Option<String>,
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -193,6 +200,8 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
         ("--q-len", a.q_len.is_some()),
         ("--strategy", a.strategy.is_some()),
         ("--kernel", a.kernel.is_some()),
+        ("--deterministic", a.deterministic),
+        ("--varlen", a.varlen.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
@@ -205,6 +214,9 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     }
     if a.op == "attention" {
         return run_verify_attention(a);
+    }
+    if a.op == "attention_backward" {
+        return run_verify_attention_backward(a);
     }
     if a.op == "paged_decode" {
         return run_verify_paged(a);
@@ -547,6 +559,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         let ok = emulator_sweep(&ctx, filter)
             & gemm_emulator_sweep(&ctx, filter)
             & attention_emulator_sweep(&ctx, filter)
+            & attention_backward_emulator_sweep(&ctx, filter)
             & paged_emulator_sweep(&ctx, filter);
         println!();
         let ptx_ok = print_ptx_table();
@@ -667,6 +680,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
                       gemm_tc: &[bench::GemmMeasurement],
                       paged: &[Measurement],
                       attention: &[ferrokern::attention::AttentionMeasurement],
+                      attention_backward: &[ferrokern::attention::AttentionMeasurement],
                       complete: bool|
      -> bool {
         let Some(path) = &a.json else { return true };
@@ -686,6 +700,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "gemm": gemm,
             "gemm_tc": gemm_tc,
             "attention": attention,
+            "attention_backward": attention_backward,
             "paged_decode": paged,
         });
         match std::fs::write(path, serde_json::to_string_pretty(&doc).expect("serializable")) {
@@ -696,17 +711,23 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             }
         }
     };
-    ok &= write_json(&[], &[], &[], &[], false);
+    ok &= write_json(&[], &[], &[], &[], &[], false);
     let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &[], &[], &[], false);
+    ok &= write_json(&gemm_rows, &[], &[], &[], &[], false);
     let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &gemm_tc_rows, &[], &[], false);
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &[], &[], &[], false);
     let paged_rows =
         if filter.is_none_or(|f| "paged_decode".contains(f)) { paged_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &[], false);
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &[], &[], false);
     let attention_rows =
         if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, true);
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, &[], false);
+    let attention_backward_rows = if filter.is_none_or(|f| "attention_backward".contains(f)) {
+        attention_backward_bench(&ctx, &mut ok)
+    } else {
+        Vec::new()
+    };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, &attention_backward_rows, true);
     if let Some(path) = a.plot {
         let title =
             format!("ferrokern bench {}: {} (sm_{}{}), ratio to baseline", today(), dev.name, dev.major, dev.minor);
@@ -888,11 +909,14 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
 /// launcher picks for the shape or, with the hidden `--kernel NAME`, any version of the ladder.
 fn run_verify_attention(a: VerifyArgs) -> ExitCode {
     use ferrokern::attention::{self as att, AttentionCase, AttentionShape, check_with};
+    if a.varlen.is_some() {
+        return run_verify_attention_varlen(a);
+    }
     let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--kernel"];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal]; remove {}",
+            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] (or --varlen LENS --heads --kv-heads --head-dim [--causal]); remove {}",
             stray.join(", ")
         ));
     }
@@ -949,6 +973,148 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         version.map_or("none", |v| v.name)
     );
     report_exit(check_with(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }, version))
+}
+
+/// `verify attention --varlen 7:9,113,1:40`: a variable-length batch (one `Q:K` or `L` per
+/// sequence), packed with cumulative offsets, each sequence checked against the dense
+/// reference with FlashAttention's rule.
+fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
+    use ferrokern::attention::{VarlenCase, check_varlen};
+    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`attention --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let spec = a.varlen.as_deref().unwrap_or_default();
+    let mut lens = Vec::new();
+    for item in spec.split(',') {
+        let parsed = match item.split_once(':') {
+            Some((q, k)) => q.trim().parse().ok().zip(k.trim().parse().ok()),
+            None => item.trim().parse().ok().map(|l: usize| (l, l)),
+        };
+        match parsed {
+            Some(l) => lens.push(l),
+            None => {
+                return bad_args(format!(
+                    "--varlen `{spec}`: `{item}` is not a length; give one Q:K (or L for both) per sequence, comma-separated, e.g. 7:9,113,1:40"
+                ));
+            }
+        }
+    }
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("attention takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return bad_args("attention is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
+        return bad_args("`attention --varlen` needs --heads H --head-dim D (and --kv-heads, default H)");
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let kv_heads = a.kv_heads.unwrap_or(heads);
+    let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
+    println!(
+        "verify attention varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version=v02_mma seed={seed}",
+        shown.join(","),
+        a.causal,
+        dtype.name(),
+        ctx.backend()
+    );
+    report_exit(check_varlen(&ctx, &VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed }))
+}
+
+/// `verify attention_backward`: the forward (the version `attention` picks) then the backward,
+/// FlashAttention's backward rule against the f64 reference; the shipped backward or, with the
+/// hidden `--kernel NAME`, any version; `--deterministic` for the reproducible dQ pass.
+fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
+    use ferrokern::attention::AttentionShape;
+    use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, check_backward};
+    let allowed = [
+        "--batch",
+        "--heads",
+        "--kv-heads",
+        "--seq-q",
+        "--seq-k",
+        "--head-dim",
+        "--causal",
+        "--deterministic",
+        "--kernel",
+    ];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`attention_backward` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] [--deterministic]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("attention_backward takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return bad_args("attention_backward is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(heads), Some(seq_q), Some(head_dim)) = (a.heads, a.seq_q, a.head_dim) else {
+        return bad_args(
+            "`attention_backward` needs --heads H --seq-q SQ --head-dim D (and --batch, --kv-heads, --seq-k default to 1, H, SQ)",
+        );
+    };
+    let shape = AttentionShape {
+        batch: a.batch.unwrap_or(1),
+        heads,
+        kv_heads: a.kv_heads.unwrap_or(heads),
+        seq_q,
+        seq_k: a.seq_k.unwrap_or(seq_q),
+        head_dim,
+    };
+    let version = match a.kernel.as_deref() {
+        None => bwd::default_version(head_dim),
+        Some(name) => match bwd::version(name) {
+            Some(v) => Some(v),
+            None => {
+                let names: Vec<&str> = bwd::BACKWARD_VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!(
+                    "unknown attention_backward version `{name}`: use one of {}",
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    println!(
+        "verify attention_backward batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
+        shape.batch,
+        shape.heads,
+        shape.kv_heads,
+        shape.seq_q,
+        shape.seq_k,
+        shape.head_dim,
+        a.causal,
+        a.deterministic,
+        dtype.name(),
+        ctx.backend(),
+        version.map_or("none", |v| v.name)
+    );
+    let case = AttentionBackwardCase { dtype, shape, causal: a.causal, deterministic: a.deterministic, seed };
+    report_exit(check_backward(&ctx, &case, version))
 }
 
 /// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
@@ -1385,6 +1551,141 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
         );
     }
     rows
+}
+
+/// Attention backward (bf16, the default atomic dQ path) against the backward of PyTorch's
+/// scaled_dot_product_attention in the same run: every backward version, checked with
+/// FlashAttention's backward rule on a small case first (both dQ paths), then timed on the
+/// forward's bench shapes up to [`att::BENCH_SIMT_MAX_SEQ`] for CUDA-core versions. TFLOP/s
+/// counts 2.5 times the forward's FLOPs.
+fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
+    use ferrokern::attention::{self as att, AttentionMeasurement, AttentionShape};
+    use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, BackwardOptions};
+    let mut checked = Vec::new();
+    for v in bwd::BACKWARD_VERSIONS {
+        let mut good = true;
+        for &head_dim in v.head_dims.iter().filter(|&&d| d == 64 || d == 128) {
+            for deterministic in [false, true] {
+                let case = AttentionBackwardCase {
+                    dtype: DType::BF16,
+                    shape: AttentionShape {
+                        batch: 1,
+                        heads: 2,
+                        kv_heads: 1,
+                        seq_q: 100,
+                        seq_k: 100,
+                        head_dim: head_dim as usize,
+                    },
+                    causal: true,
+                    deterministic,
+                    seed: 5,
+                };
+                let what = format!("attention_backward {} d{head_dim} deterministic={deterministic}", v.name);
+                good &= passes_check(&what, bwd::check_backward(ctx, &case, Some(v)), ok);
+            }
+        }
+        if good {
+            checked.push(v);
+        }
+    }
+    let mut shapes = Vec::new();
+    for &(batch, heads, seq, head_dim) in att::BENCH_SHAPES {
+        for causal in [false, true] {
+            let s = AttentionShape { batch, heads, kv_heads: heads, seq_q: seq, seq_k: seq, head_dim };
+            shapes.push((s, causal, "bf16"));
+        }
+    }
+    let torch = att::torch_baseline_pass(&shapes, true);
+    if let Err(why) = &torch {
+        println!("attention_backward baseline: PyTorch unavailable ({why}); kernel times only");
+    }
+    let mut rows = Vec::new();
+    for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
+        for &v in &checked {
+            if !v.head_dims.contains(&(s.head_dim as u32)) || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
+                continue;
+            }
+            match bwd::time::<half::bf16>(ctx, v, *s, *causal, BackwardOptions::default()) {
+                Ok(ms) => {
+                    let flops = bwd::flops(s, *causal);
+                    let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
+                    rows.push(AttentionMeasurement {
+                        version: v.name,
+                        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
+                        causal: *causal,
+                        dtype,
+                        median_ms: ms,
+                        tflops: flops / (ms * 1e9),
+                        torch_median_ms: torch_ms,
+                        torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
+                        ratio: torch_ms.map(|t| t / ms),
+                    });
+                }
+                Err(e) => {
+                    println!("attention_backward {} {s:?} causal={causal}: {e}", v.name);
+                    *ok = false;
+                }
+            }
+        }
+    }
+    println!(
+        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
+        "attn bwd", "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
+    );
+    for r in &rows {
+        let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
+        println!(
+            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
+            r.version,
+            r.shape,
+            r.causal,
+            r.median_ms,
+            r.tflops,
+            f(r.torch_tflops, 2),
+            f(r.ratio, 3)
+        );
+    }
+    rows
+}
+
+/// The attention backward part of the emulator sweep: odd, unequal lengths, GQA, both dtypes,
+/// causal and not, both dQ paths, under FlashAttention's backward rule.
+fn attention_backward_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
+    use ferrokern::attention::AttentionShape;
+    use ferrokern::attention_backward::{AttentionBackwardCase, BACKWARD_VERSIONS, check_backward};
+    if !filter.is_none_or(|f| "attention_backward".contains(f)) {
+        return true;
+    }
+    let (mut count, mut failed) = (0, 0);
+    println!("\n{:<10} {:<34} {:>5} {:<6} {:<5}  result", "attn bwd", "shape", "dtype", "causal", "det");
+    for (v, dtype) in BACKWARD_VERSIONS.iter().flat_map(|v| [(v, DType::BF16), (v, DType::F16)]) {
+        for causal in [false, true] {
+            for (seq_q, seq_k, head_dim, deterministic) in
+                [(113, 113, 64, false), (7, 239, 128, true), (65, 33, 64, true)]
+            {
+                let shape = AttentionShape { batch: 1, heads: 4, kv_heads: 2, seq_q, seq_k, head_dim };
+                count += 1;
+                let case = AttentionBackwardCase { dtype, shape, causal, deterministic, seed: 21 };
+                let r = check_backward(ctx, &case, Some(v));
+                let line = match &r {
+                    Ok(rep) if rep.passed() => "PASS".to_string(),
+                    Ok(rep) => rep.to_string(),
+                    Err(e) => format!("ERROR {e}"),
+                };
+                failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+                println!(
+                    "{:<10} {:<34} {:>5} {:<6} {:<5}  {line}",
+                    v.name,
+                    format!("h4/kv2 q{seq_q} k{seq_k} d{head_dim}"),
+                    dtype.name(),
+                    causal,
+                    deterministic
+                );
+            }
+        }
+    }
+    println!("attention_backward emulator sweep: {} passed, {failed} failed", count - failed);
+    failed == 0
 }
 
 /// One row of a GEMM table: the version, then cuBLAS, then the ratio.

@@ -14,7 +14,38 @@
 //! |---|---|
 //! | [`v01_simt`] | online softmax on the CUDA cores (f32 math on bf16/f16 inputs), a warp per query, K/V tiles staged in shared memory; head dims 32, 64, 96, 128 |
 //! | [`v02_mma`] | FlashAttention-2 on `mma.sync` m16n8k16: 16 query rows per warp, Q fragments in registers, K/V by cp.async double-buffered, online softmax on the accumulator fragments, P re-packed in registers, V by ldmatrix `.trans`; head dims 64 and 128 |
+//!
+//! The backward ([`BACKWARD_VERSIONS`]): dQ, dK, dV from Q, K, V, O, dO and the forward's `lse`.
+//!
+//! | version | adds |
+//! |---|---|
+//! | [`bwd_v01_simt`] | FlashAttention-2's backward on the CUDA cores: `D = rowsum(dO * O)` first, then a block per key tile recomputing P and keeping dK, dV in registers over all queries (and the query heads of its kv head); dQ by f32 atomics or, deterministic, a second pass over query tiles; head dims 32, 64, 96, 128 |
 
+/// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
+/// constants and stay in registers.
+macro_rules! unroll16 {
+    ($i:ident < $n:expr => $body:block) => {{
+        const { assert!($n <= 16, "unroll16 unrolls at most 16 iterations") };
+        { let $i: usize = 0; if $i < $n $body }
+        { let $i: usize = 1; if $i < $n $body }
+        { let $i: usize = 2; if $i < $n $body }
+        { let $i: usize = 3; if $i < $n $body }
+        { let $i: usize = 4; if $i < $n $body }
+        { let $i: usize = 5; if $i < $n $body }
+        { let $i: usize = 6; if $i < $n $body }
+        { let $i: usize = 7; if $i < $n $body }
+        { let $i: usize = 8; if $i < $n $body }
+        { let $i: usize = 9; if $i < $n $body }
+        { let $i: usize = 10; if $i < $n $body }
+        { let $i: usize = 11; if $i < $n $body }
+        { let $i: usize = 12; if $i < $n $body }
+        { let $i: usize = 13; if $i < $n $body }
+        { let $i: usize = 14; if $i < $n $body }
+        { let $i: usize = 15; if $i < $n $body }
+    }};
+}
+
+pub mod bwd_v01_simt;
 pub mod tile;
 pub mod v01_simt;
 pub mod v02_mma;
@@ -39,6 +70,43 @@ pub struct AttentionParams<T> {
     pub v: crate::device::Global<T>,
     pub o: crate::device::GlobalMut<T>,
     pub lse: crate::device::GlobalMut<f32>,
+    /// Variable-length batch (versions with [`AttentionKernel::varlen`]; empty: dense).
+    /// `batch + 1` cumulative token offsets of the queries and of the keys: sequence `b` owns
+    /// query tokens `cu_seqlens_q[b] .. cu_seqlens_q[b + 1]`. Layout then `Q, O: [heads,
+    /// total_q, d]`, `K, V: [kv_heads, total_k, d]`, `lse: [heads, total_q]`, with `seq_q` and
+    /// `seq_k` holding `total_q` and `total_k`; the mask is aligned per sequence.
+    pub cu_seqlens_q: crate::device::Global<i32>,
+    pub cu_seqlens_k: crate::device::Global<i32>,
+}
+
+/// The backward's parameters, shared by host and device: the forward's shape and inputs, its
+/// output `o` and `lse`, the output gradient `d_o`, the three gradients, and f32 scratch (`D`,
+/// then the atomic path's dQ accumulator).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionBwdParams<T> {
+    pub batch: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub seq_q: u32,
+    pub seq_k: u32,
+    pub d: u32,
+    pub causal: u32,
+    /// Nonzero: dQ by f32 atomics into scratch (then `dq_convert`); zero: the `dq` kernel.
+    pub atomic_dq: u32,
+    pub scale: f32,
+    /// `scale * log2(e)`.
+    pub scale_log2: f32,
+    pub q: crate::device::Global<T>,
+    pub k: crate::device::Global<T>,
+    pub v: crate::device::Global<T>,
+    pub o: crate::device::Global<T>,
+    pub d_o: crate::device::Global<T>,
+    pub lse: crate::device::Global<f32>,
+    pub dq: crate::device::GlobalMut<T>,
+    pub dk: crate::device::GlobalMut<T>,
+    pub dv: crate::device::GlobalMut<T>,
+    pub scratch: crate::device::GlobalMut<f32>,
 }
 
 type F16 = half::f16;
@@ -48,13 +116,32 @@ crate::kernels! {
     ATTENTION_V01_BF16 = attention_v01_simt_bf16(AttentionParams<Bf16>) => v01_simt::run::<Bf16>;
     ATTENTION_V01_F16 = attention_v01_simt_f16(AttentionParams<F16>) => v01_simt::run::<F16>;
     /// v02, head dim 64.
-    ATTENTION_V02_D64_BF16 = attention_v02_mma_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false>;
-    ATTENTION_V02_D64_F16 = attention_v02_mma_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false>;
+    ATTENTION_V02_D64_BF16 = attention_v02_mma_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false, false>;
+    ATTENTION_V02_D64_F16 = attention_v02_mma_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, false>;
     /// v02, head dim 128.
-    ATTENTION_V02_D128_BF16 = attention_v02_mma_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false>;
-    ATTENTION_V02_D128_F16 = attention_v02_mma_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false>;
+    ATTENTION_V02_D128_BF16 = attention_v02_mma_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, false>;
+    ATTENTION_V02_D128_F16 = attention_v02_mma_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, false>;
+    /// v02 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_V02_VARLEN_D64_BF16 = attention_v02_mma_varlen_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false, true>;
+    ATTENTION_V02_VARLEN_D64_F16 = attention_v02_mma_varlen_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, true>;
+    ATTENTION_V02_VARLEN_D128_BF16 = attention_v02_mma_varlen_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, true>;
+    ATTENTION_V02_VARLEN_D128_F16 = attention_v02_mma_varlen_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, true>;
     /// Deliberately wrong (tests only): v02 head dim 64 with P's A registers 1 and 2 swapped.
-    ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true>;
+    ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true, false>;
+    /// Backward: `D = rowsum(dO * O)` (and the atomic path's zeroed dQ accumulator).
+    ATTENTION_BWD_PRE_BF16 = attention_bwd_preprocess_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::preprocess::<Bf16>;
+    ATTENTION_BWD_PRE_F16 = attention_bwd_preprocess_f16(AttentionBwdParams<F16>) => bwd_v01_simt::preprocess::<F16>;
+    /// Backward: the atomic path's f32 dQ to the input type.
+    ATTENTION_BWD_DQ_CONVERT_BF16 = attention_bwd_dq_convert_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq_convert::<Bf16>;
+    ATTENTION_BWD_DQ_CONVERT_F16 = attention_bwd_dq_convert_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq_convert::<F16>;
+    /// Backward v01: dK and dV per key tile (and atomic dQ), and the deterministic dQ pass.
+    ATTENTION_BWD_V01_DKDV_BF16 = attention_bwd_v01_dkdv_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, false>;
+    ATTENTION_BWD_V01_DKDV_F16 = attention_bwd_v01_dkdv_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dkdv::<F16, false>;
+    ATTENTION_BWD_V01_DQ_BF16 = attention_bwd_v01_dq_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, false>;
+    ATTENTION_BWD_V01_DQ_F16 = attention_bwd_v01_dq_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq::<F16, false>;
+    /// Deliberately wrong (tests only): backward v01 with `dS = P dP` (the `D_i` term left out).
+    ATTENTION_BUG_BWD_NO_D_DKDV = attention_bug_bwd_no_d_dkdv(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, true>;
+    ATTENTION_BUG_BWD_NO_D_DQ = attention_bug_bwd_no_d_dq(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, true>;
 }
 
 /// One kernel of a version: the head dims it computes and how the launcher runs it.
@@ -69,6 +156,15 @@ pub struct AttentionKernel {
     pub shared_bytes: u32,
     /// Q, K, V and O must start 16-byte aligned (cp.async copies, 16-byte stores).
     pub align16: bool,
+    /// The same kernel over a variable-length batch (reads `cu_seqlens_q/k`), if built.
+    pub varlen: Option<VarlenKernels>,
+}
+
+/// A version's variable-length kernels (same tiling, threads and shared bytes).
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct VarlenKernels {
+    pub bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
+    pub f16: &'static crate::KernelDef<AttentionParams<F16>>,
 }
 
 /// One rung of the ladder.
@@ -104,6 +200,7 @@ const fn v02_kernel(
     t: v02_mma::FlashTiling,
     bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
     f16: &'static crate::KernelDef<AttentionParams<F16>>,
+    varlen: Option<VarlenKernels>,
 ) -> AttentionKernel {
     AttentionKernel {
         head_dims: match t.d {
@@ -116,6 +213,7 @@ const fn v02_kernel(
         threads: t.threads(),
         shared_bytes: t.shared_bytes(),
         align16: true,
+        varlen,
     }
 }
 
@@ -133,14 +231,25 @@ pub const VERSIONS: &[AttentionVersion] = &[
             threads: v01_simt::THREADS,
             shared_bytes: v01_simt::SHARED_BYTES,
             align16: false,
+            varlen: None,
         }],
     },
     AttentionVersion {
         name: "v02_mma",
         tensor_cores: true,
         kernels: &[
-            v02_kernel(v02_mma::TILING_D64, &ATTENTION_V02_D64_BF16, &ATTENTION_V02_D64_F16),
-            v02_kernel(v02_mma::TILING_D128, &ATTENTION_V02_D128_BF16, &ATTENTION_V02_D128_F16),
+            v02_kernel(
+                v02_mma::TILING_D64,
+                &ATTENTION_V02_D64_BF16,
+                &ATTENTION_V02_D64_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V02_VARLEN_D64_BF16, f16: &ATTENTION_V02_VARLEN_D64_F16 }),
+            ),
+            v02_kernel(
+                v02_mma::TILING_D128,
+                &ATTENTION_V02_D128_BF16,
+                &ATTENTION_V02_D128_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V02_VARLEN_D128_BF16, f16: &ATTENTION_V02_VARLEN_D128_F16 }),
+            ),
         ],
     },
 ];
@@ -151,16 +260,120 @@ pub const VERSIONS: &[AttentionVersion] = &[
 pub const BUG_V02_SWAPPED_P: AttentionVersion = AttentionVersion {
     name: "bug_v02_swapped_p",
     tensor_cores: true,
-    kernels: &[v02_kernel(v02_mma::TILING_D64, &ATTENTION_BUG_V02_SWAPPED_P, &ATTENTION_V02_D64_F16)],
+    kernels: &[v02_kernel(v02_mma::TILING_D64, &ATTENTION_BUG_V02_SWAPPED_P, &ATTENTION_V02_D64_F16, None)],
 };
+
+/// One dtype's kernels of a backward version, in launch order.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct BackwardKernels<T: 'static> {
+    /// `D = rowsum(dO * O)`; zeroes the atomic dQ accumulator.
+    pub preprocess: &'static crate::KernelDef<AttentionBwdParams<T>>,
+    /// dK, dV per key tile; with atomic dQ also dQ's contributions.
+    pub dkdv: &'static crate::KernelDef<AttentionBwdParams<T>>,
+    /// Deterministic dQ per query tile.
+    pub dq: &'static crate::KernelDef<AttentionBwdParams<T>>,
+    /// Atomic path: f32 dQ to `T`.
+    pub dq_convert: &'static crate::KernelDef<AttentionBwdParams<T>>,
+}
+
+/// One rung of the backward ladder.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct AttentionBackwardVersion {
+    pub name: &'static str,
+    pub tensor_cores: bool,
+    pub head_dims: &'static [u32],
+    pub bf16: BackwardKernels<Bf16>,
+    pub f16: BackwardKernels<F16>,
+    /// Keys per dK/dV block (grid x of `dkdv`) and queries per dQ block (grid x of `dq`).
+    pub block_k: u32,
+    pub block_q: u32,
+    /// Threads per block of every kernel of the version; query rows per `preprocess` block.
+    pub threads: u32,
+    pub preprocess_rows: u32,
+    /// Dynamic shared bytes of `dkdv` and `dq` (the others use none).
+    pub shared_bytes: u32,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl core::fmt::Debug for AttentionBackwardVersion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+const fn bwd_v01(
+    name: &'static str,
+    bf16: BackwardKernels<Bf16>,
+    f16: BackwardKernels<F16>,
+) -> AttentionBackwardVersion {
+    AttentionBackwardVersion {
+        name,
+        tensor_cores: false,
+        head_dims: &[32, 64, 96, 128],
+        bf16,
+        f16,
+        block_k: bwd_v01_simt::BK,
+        block_q: bwd_v01_simt::BQ,
+        threads: bwd_v01_simt::THREADS,
+        preprocess_rows: bwd_v01_simt::WARPS,
+        shared_bytes: bwd_v01_simt::SHARED_BYTES,
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+const F16_BWD_V01: BackwardKernels<F16> = BackwardKernels {
+    preprocess: &ATTENTION_BWD_PRE_F16,
+    dkdv: &ATTENTION_BWD_V01_DKDV_F16,
+    dq: &ATTENTION_BWD_V01_DQ_F16,
+    dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
+};
+
+/// The backward ladder, in order.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[bwd_v01(
+    "v01_simt",
+    BackwardKernels {
+        preprocess: &ATTENTION_BWD_PRE_BF16,
+        dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
+        dq: &ATTENTION_BWD_V01_DQ_BF16,
+        dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+    },
+    F16_BWD_V01,
+)];
+
+/// Deliberately wrong (tests only, not in [`BACKWARD_VERSIONS`]): backward v01 without the
+/// `D_i` term, bf16 only (its f16 slots are the correct kernels, never used by the tests).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_BWD_NO_D: AttentionBackwardVersion = bwd_v01(
+    "bug_bwd_no_d",
+    BackwardKernels {
+        preprocess: &ATTENTION_BWD_PRE_BF16,
+        dkdv: &ATTENTION_BUG_BWD_NO_D_DKDV,
+        dq: &ATTENTION_BUG_BWD_NO_D_DQ,
+        dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+    },
+    F16_BWD_V01,
+);
 
 /// Threads per block of `name` if it is an attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
+    let bwd = BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D]).find(|v| {
+        [v.bf16.preprocess, v.bf16.dkdv, v.bf16.dq, v.bf16.dq_convert].iter().any(|k| k.name == name)
+            || [v.f16.preprocess, v.f16.dkdv, v.f16.dq, v.f16.dq_convert].iter().any(|k| k.name == name)
+    });
+    if let Some(v) = bwd {
+        return Some(v.threads);
+    }
     VERSIONS
         .iter()
         .chain([&BUG_V02_SWAPPED_P])
         .flat_map(|v| v.kernels.iter())
-        .find(|k| k.bf16.name == name || k.f16.name == name)
+        .find(|k| {
+            k.bf16.name == name
+                || k.f16.name == name
+                || k.varlen.as_ref().is_some_and(|v| v.bf16.name == name || v.f16.name == name)
+        })
         .map(|k| k.threads)
 }

@@ -60,6 +60,10 @@
 //! (per ldmatrix, cp.async and mask column); [`hint::opaque_u32`] and comparing constants
 //! against `limit - 2 t` keep those as immediate offsets (from 255 registers with spills at
 //! d = 128 to 183).
+//! The variable-length kernels (`VARLEN`: lengths and bases from `cu_seqlens_q/k`, held in
+//! registers instead of re-read kernel parameters) take 161 / 159 (sm_80 / sm_90) at d = 64
+//! and 214 / 213 at d = 128, no spills: the same blocks per SM as the dense kernels (3 at
+//! d = 64, 2 at d = 128), which is why they are separate entry points.
 //! Head dim 256 is not built: O (128) + Q (64) + S (32) registers alone leave too little of
 //! the 255 a thread can address; it would need Q re-read from shared memory per k-step.
 //!
@@ -67,7 +71,10 @@
 //! The launcher guarantees the view lengths match the shapes, `d` is this kernel's `D`,
 //! `heads` is a multiple of `kv_heads`, `seq_q >= 1`, Q, K, V and O start 16-byte aligned (the
 //! cp.async copies and the 16-byte output stores), and the grid is `(ceil(seq_q / BM), heads,
-//! batch)` with the tiling's threads and shared bytes. Every global access is guarded against
+//! batch)` with the tiling's threads and shared bytes. Varlen (`cu_seqlens_q` non-empty): both
+//! offset arrays have `batch + 1` non-decreasing entries from 0, the last ones `seq_q` /
+//! `seq_k` (the totals), and grid x covers the longest query sequence; blocks past their own
+//! sequence's end return before touching anything. Every global access is guarded against
 //! `seq_q` / `seq_k`: rows past them are zero-filled copies that read nothing.
 
 use super::AttentionParams;
@@ -172,30 +179,6 @@ pub const fn tiling(d: usize) -> FlashTiling {
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
 pub struct Chunk(pub [u32; 4]);
-
-/// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
-/// constants and stay in registers.
-macro_rules! unroll16 {
-    ($i:ident < $n:expr => $body:block) => {{
-        const { assert!($n <= 16, "unroll16 unrolls at most 16 iterations") };
-        { let $i: usize = 0; if $i < $n $body }
-        { let $i: usize = 1; if $i < $n $body }
-        { let $i: usize = 2; if $i < $n $body }
-        { let $i: usize = 3; if $i < $n $body }
-        { let $i: usize = 4; if $i < $n $body }
-        { let $i: usize = 5; if $i < $n $body }
-        { let $i: usize = 6; if $i < $n $body }
-        { let $i: usize = 7; if $i < $n $body }
-        { let $i: usize = 8; if $i < $n $body }
-        { let $i: usize = 9; if $i < $n $body }
-        { let $i: usize = 10; if $i < $n $body }
-        { let $i: usize = 11; if $i < $n $body }
-        { let $i: usize = 12; if $i < $n $body }
-        { let $i: usize = 13; if $i < $n $body }
-        { let $i: usize = 14; if $i < $n $body }
-        { let $i: usize = 15; if $i < $n $body }
-    }};
-}
 
 /// Issues this thread's cp.async copies of one tile: its chunks sit `step = threads / (D / 8)`
 /// rows apart (a warp copies whole rows: coalesced 16-byte reads, 128 contiguous shared bytes
@@ -313,7 +296,14 @@ fn softmax_tile<const MASKED: bool>(
 /// of O). `BUG_SWAP_P`: a deliberately wrong P re-pack (A registers 1 and 2 swapped: rows
 /// `g + 8` and columns `2 t + 8` exchanged) that the tests must reject.
 #[inline(always)]
-pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const BUG_SWAP_P: bool>(
+pub fn run<
+    T: MmaInput,
+    const D: usize,
+    const KD: usize,
+    const ND: usize,
+    const BUG_SWAP_P: bool,
+    const VARLEN: bool,
+>(
     p: AttentionParams<T>,
 ) {
     let cfg = const { tiling(D) };
@@ -323,11 +313,26 @@ pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const 
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
     let kvh = h / (p.heads / p.kv_heads) as usize;
+    // The (batch, head)'s first row: dense `[batch, heads, seq, D]`, or varlen `[heads, total,
+    // D]` with sequence b at its cumulative offset (and seq_q / seq_k its own lengths).
+    // A separate kernel for varlen keeps the dense one's registers (its lengths stay kernel
+    // parameters, re-read from constant memory rather than held in registers).
+    let (q_row0, seq_q, kv_row0, seq_k) = if !VARLEN {
+        let (sq, sk) = (p.seq_q as usize, p.seq_k as usize);
+        ((b * p.heads as usize + h) * sq, sq, (b * p.kv_heads as usize + kvh) * sk, sk)
+    } else {
+        let (qs, qe) = (p.cu_seqlens_q.load(b) as usize, p.cu_seqlens_q.load(b + 1) as usize);
+        let (ks, ke) = (p.cu_seqlens_k.load(b) as usize, p.cu_seqlens_k.load(b + 1) as usize);
+        (h * p.seq_q as usize + qs, qe - qs, kvh * p.seq_k as usize + ks, ke - ks)
+    };
     let q0 = block_idx_x() as usize * BM as usize;
-    let q_base = (b * p.heads as usize + h) * seq_q * D;
-    let kv_base = (b * p.kv_heads as usize + kvh) * seq_k * D;
+    if VARLEN && q0 >= seq_q {
+        // Varlen: the grid covers the longest sequence; the whole block leaves (no barrier yet).
+        return;
+    }
+    let q_base = q_row0 * D;
+    let kv_base = kv_row0 * D;
     let causal = p.causal != 0;
     // Keys query `i` sees: all, or up to the bottom-right-aligned diagonal (rows past seq_q,
     // which are never stored, see all keys).
@@ -465,7 +470,7 @@ pub fn run<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const 
                 } else {
                     f32::NEG_INFINITY
                 };
-                p.lse.store((b * p.heads as usize + h) * seq_q + qi, lse);
+                p.lse.store(q_row0 + qi, lse);
             }
         });
     }

@@ -1,0 +1,177 @@
+//! Attention backward against the f64 reference under FlashAttention's rule for the backward
+//! (max error at most 3x the naive low-precision backward's, plus a tiny atol), on the emulator
+//! always and the GPU when present: odd and unequal lengths, causal (bottom-right aligned) and
+//! not, grouped-query and multi-query heads, fully masked rows, head dims 64 and 128, both dQ
+//! paths (f32 atomics, deterministic); plus the deterministic path's bitwise reproducibility and
+//! a deliberately wrong variant (the `D_i` term left out) the check must reject.
+
+mod common;
+
+use ferrokern::DType;
+use ferrokern::attention::AttentionShape;
+use ferrokern::attention_backward::{
+    AttentionBackwardCase, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS, BUG_BWD_NO_D, check_backward,
+    run_case,
+};
+use ferrokern::{Context, Float};
+use proptest::prelude::*;
+
+fn run(ctx: &Context, v: &AttentionBackwardVersion, case: AttentionBackwardCase) {
+    let r =
+        check_backward(ctx, &case, Some(v)).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
+fn shape(batch: usize, heads: usize, kv_heads: usize, seq_q: usize, seq_k: usize, head_dim: usize) -> AttentionShape {
+    AttentionShape { batch, heads, kv_heads, seq_q, seq_k, head_dim }
+}
+
+/// Property cases per run (FERROKERN_CASES overrides).
+const CASES: u32 = 24;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn attention_backward_matches_reference(
+        dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
+        batch in 1usize..3,
+        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 2), (4, 1), (3, 3)]),
+        seq_q in 1usize..80,
+        seq_k in 1usize..100,
+        head_dim in proptest::sample::select(vec![64usize, 128]),
+        causal in any::<bool>(),
+        deterministic in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        for ctx in common::property_backends("attention_backward_matches_reference", common::cases(CASES)) {
+            for v in BACKWARD_VERSIONS {
+                let case = AttentionBackwardCase {
+                    dtype, shape: shape(batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, deterministic, seed,
+                };
+                run(&ctx, v, case);
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_backward_named_lengths() {
+    let mut n = 0;
+    for ctx in common::backends("attention_backward_named_lengths") {
+        for v in BACKWARD_VERSIONS {
+            for head_dim in [64, 128] {
+                for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
+                    for causal in [false, true] {
+                        // One dtype and dQ path per (length, mask) at each head dim, alternating,
+                        // so every combination appears (the emulator's time).
+                        let flip = (seq_q + seq_k + causal as usize + head_dim / 64).is_multiple_of(2);
+                        let dtype = if flip { DType::BF16 } else { DType::F16 };
+                        let seed = (seq_q * 1000 + seq_k + head_dim) as u64;
+                        // GQA: 4 query heads over 2 kv heads (each kv head sums 2 heads' dK, dV).
+                        let s = shape(1, 4, 2, seq_q, seq_k, head_dim);
+                        run(&ctx, v, AttentionBackwardCase { dtype, shape: s, causal, deterministic: !flip, seed });
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("attention_backward: {n} named cases passed");
+}
+
+#[test]
+fn multi_query_and_other_head_dims() {
+    let ctx = Context::emulator();
+    for v in BACKWARD_VERSIONS {
+        // MQA: every query head shares one kv head; head dims 32 and 96 (v01 has them too).
+        for (head_dim, deterministic) in [(64, false), (32, true), (96, false)] {
+            let s = shape(2, 3, 1, 41, 57, head_dim);
+            for causal in [false, true] {
+                run(&ctx, v, AttentionBackwardCase { dtype: DType::BF16, shape: s, causal, deterministic, seed: 9 });
+            }
+        }
+    }
+}
+
+#[test]
+fn fully_masked_rows_get_zero_dq() {
+    // Causal with seq_q > seq_k: the first seq_q - seq_k queries see no key (lse = -inf).
+    let ctx = Context::emulator();
+    let (d, masked) = (64, 30);
+    let s = shape(1, 2, 1, 47, 17, d);
+    for v in BACKWARD_VERSIONS {
+        for deterministic in [false, true] {
+            let case = AttentionBackwardCase { dtype: DType::F16, shape: s, causal: true, deterministic, seed: 4 };
+            run(&ctx, v, case);
+            let (mut dq, mut dk, mut dv) = (
+                ctx.alloc::<half::f16>(s.q_len()).unwrap(),
+                ctx.alloc::<half::f16>(s.kv_len()).unwrap(),
+                ctx.alloc::<half::f16>(s.kv_len()).unwrap(),
+            );
+            let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
+            run_case(&ctx, &case, v, grads).unwrap();
+            let dq = dq.to_host().unwrap();
+            for h in 0..s.heads {
+                let rows = &dq[h * s.seq_q * d..][..masked * d];
+                assert!(rows.iter().all(|x| x.to_f32() == 0.0), "{}: head {h}'s masked rows have dQ = 0", v.name);
+                let seen = &dq[(h * s.seq_q + masked) * d..][..(s.seq_q - masked) * d];
+                assert!(seen.iter().any(|x| x.to_f32() != 0.0), "{}: head {h}'s visible rows have a gradient", v.name);
+            }
+        }
+    }
+}
+
+/// The gradients' bits from one run of `case`.
+fn grads_bits(ctx: &Context, v: &AttentionBackwardVersion, case: &AttentionBackwardCase) -> Vec<u32> {
+    let s = case.shape;
+    let (mut dq, mut dk, mut dv) = (
+        ctx.alloc::<half::bf16>(s.q_len()).unwrap(),
+        ctx.alloc::<half::bf16>(s.kv_len()).unwrap(),
+        ctx.alloc::<half::bf16>(s.kv_len()).unwrap(),
+    );
+    let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
+    run_case(ctx, case, v, grads).unwrap();
+    [dq, dk, dv].iter().flat_map(|b| b.to_host().unwrap()).map(|x| x.to_bits32()).collect()
+}
+
+#[test]
+fn deterministic_backward_is_bitwise_reproducible() {
+    // Many key blocks (seq_k 200: 7 per head) add into each dQ row, so an order-dependent sum
+    // would show; the emulator runs blocks on several workers in no fixed order.
+    for v in BACKWARD_VERSIONS {
+        let case = AttentionBackwardCase {
+            dtype: DType::BF16,
+            shape: shape(1, 4, 2, 37, 200, 64),
+            causal: false,
+            deterministic: true,
+            seed: 77,
+        };
+        for ctx in common::backends("deterministic_backward_is_bitwise_reproducible") {
+            let first = grads_bits(&ctx, v, &case);
+            for run in 1..3 {
+                assert_eq!(first, grads_bits(&ctx, v, &case), "{}: run {run} differs from run 0", v.name);
+            }
+            println!("{} on {}: 3 deterministic runs bitwise equal", v.name, ctx.backend());
+        }
+    }
+}
+
+#[test]
+fn a_missing_d_term_is_rejected() {
+    // dS = P dP instead of P (dP - D): plausible magnitudes, wrong gradients (dK and dQ).
+    let ctx = Context::emulator();
+    for deterministic in [false, true] {
+        let case = AttentionBackwardCase {
+            dtype: DType::BF16,
+            shape: shape(1, 2, 1, 40, 50, 64),
+            causal: false,
+            deterministic,
+            seed: 17,
+        };
+        let r = check_backward(&ctx, &case, Some(&BUG_BWD_NO_D)).expect("it runs");
+        assert!(!r.passed(), "the missing D_i term passed the check: {r}");
+        println!("missing D_i term rejected (deterministic = {deterministic}): {r}");
+        run(&ctx, &BACKWARD_VERSIONS[0], case);
+    }
+}
