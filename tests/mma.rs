@@ -247,6 +247,21 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
     }
 }
 
+/// The ISA requires the same descriptors in every thread of a warpgroup; the emulator names
+/// the thread and line that differ (warp 1 pointing A elsewhere).
+#[test]
+fn emulator_rejects_a_warpgroup_disagreeing_on_descriptors() {
+    let a = vec![1.0f32; 64 * 16];
+    let b = vec![1.0f32; 16 * 128];
+    match run_wgmma(&Context::emulator(), &a, &b, 8) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("same descriptors") && msg.contains("warpgroup 0"), "{msg}");
+        }
+        Ok(_) => panic!("a warp with its own A descriptor must be rejected"),
+    }
+}
+
 fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], mode: u32) -> Result<Vec<f32>, Error> {
     let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
     let (ab, bb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?);

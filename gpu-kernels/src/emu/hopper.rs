@@ -77,6 +77,26 @@ pub(crate) struct HopperState {
     tma_token: RefCell<Vec<Option<(u32, u32)>>>,
     /// Per 16-byte shared chunk: (warpgroup, op number) of the last wgmma that read it.
     last_read: RefCell<Vec<Option<(usize, u32)>>>,
+    /// Per (warpgroup, op number): the first thread's operands and where, and how many of the
+    /// warpgroup's threads have issued it; every thread must pass the same ones.
+    issued_ops: RefCell<HashMap<(usize, u32), IssuedOp>>,
+}
+
+/// What the ISA requires to be uniform across a warpgroup's threads for one wgmma.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct WgmmaOperands {
+    a: u64,
+    b: u64,
+    trans_a: u32,
+    trans_b: u32,
+    scale_d: bool,
+}
+
+struct IssuedOp {
+    operands: WgmmaOperands,
+    thread: u32,
+    at: Loc,
+    seen: u32,
 }
 
 impl HopperState {
@@ -87,6 +107,7 @@ impl HopperState {
             threads: RefCell::new(vec![ThreadState::default(); threads]),
             tma_token: RefCell::new(vec![None; chunks]),
             last_read: RefCell::new(vec![None; chunks]),
+            issued_ops: RefCell::new(HashMap::new()),
         }
     }
 
@@ -384,6 +405,26 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
         threads[t.linear as usize].issued += 1;
         threads[t.linear as usize].issued
     };
+    // The descriptors (and immediates) must be the same in all 128 threads of the warpgroup.
+    {
+        let mine = WgmmaOperands { a, b, trans_a: TRANS_A, trans_b: TRANS_B, scale_d };
+        let mut ops = block.hopper.issued_ops.borrow_mut();
+        let entry = ops.entry((wg, op)).or_insert(IssuedOp { operands: mine, thread: t.linear, at, seen: 0 });
+        if entry.operands != mine {
+            async_fault(format!(
+                "wgmma #{op} of warpgroup {wg}: thread {} at {} passes {mine:?}, thread {} at {} passed {:?}; every thread of a warpgroup must pass the same descriptors",
+                t.linear,
+                at_str(at),
+                entry.thread,
+                at_str(entry.at),
+                entry.operands
+            ));
+        }
+        entry.seen += 1;
+        if entry.seen == 128 {
+            ops.remove(&(wg, op));
+        }
+    }
     // Operand element reader with the async-proxy checks.
     let read = |addr: u32| -> f32 {
         if addr as u64 + 2 > block.shared.size() as u64 {

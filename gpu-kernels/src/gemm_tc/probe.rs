@@ -144,7 +144,8 @@ pub struct WgmmaProbeParams {
     pub b: Global<half::bf16>,
     pub d: GlobalMut<f32>,
     /// Bit 0: A M-major (`trans-a`), else K-major; bit 1: B K-major, else N-major
-    /// (`trans-b`); bit 2: the deliberate bug (A's descriptor with SBO 512 instead of 1024).
+    /// (`trans-b`); bit 2: the deliberate bug (A's descriptor with SBO 512 instead of 1024);
+    /// bit 3: another (emulator only): warp 1 names A 16 bytes further on than the others.
     pub mode: u32,
     pub _pad: u32,
 }
@@ -197,7 +198,8 @@ pub fn wgmma(p: WgmmaProbeParams) {
     fence_proxy_async();
     sync_threads();
     let sbo = if p.mode & 4 != 0 { 512 } else { 1024 };
-    let a = SmemDesc::new(smem_addr(0), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
+    let a_at = if p.mode & 8 != 0 && t / 32 == 1 { 16 } else { 0 };
+    let a = SmemDesc::new(smem_addr(a_at), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
     let b = SmemDesc::new(smem_addr(WGMMA_PROBE_B_AT), if b_k { 16 } else { 2048 }, 1024, Swizzle::B128);
     let mut d = [0.0f32; 64];
     wgmma_fence();
