@@ -1,0 +1,74 @@
+//! Criterion benches of the tensor-core GEMM ladder on the GPU: every version in
+//! `gemm_tc::VERSIONS` the device can run (the wgmma ones only where the sm_90a PTX is loaded)
+//! on bf16 4096^3 and 8192^3 problems with f32 C, each group with cuBLAS `cublasGemmEx` (f32
+//! compute, loaded at run time) as its baseline, timed with CUDA events inside `iter_custom`;
+//! throughput in FLOPs. Without a GPU: `SKIP:` and a clean exit; without cuBLAS, the versions
+//! run alone and the bench says so.
+
+use criterion::{Criterion, Throughput};
+use ferrokern::cublas::Cublas;
+use ferrokern::gemm::Gemm;
+use ferrokern::gemm_tc::{self, VERSIONS};
+use ferrokern::{BackendChoice, Context, Result};
+use half::bf16;
+use std::time::Duration;
+
+fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
+    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
+}
+
+fn main() {
+    let ctx = match ferrokern::context(BackendChoice::Gpu) {
+        Ok(c) => c,
+        Err(_) => {
+            println!("SKIP: no CUDA device; the gemm_tc benches need a GPU");
+            return;
+        }
+    };
+    let arch = ctx.device_info().map_or("", |i| i.ptx_arch);
+    let cublas = match Cublas::load(&ctx) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            println!("no cuBLAS baseline: {e}");
+            None
+        }
+    };
+    let mut c = Criterion::default().configure_from_args();
+    for n in [4096, 8192] {
+        let g = Gemm::new(n, n, n);
+        let fill =
+            |len: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((i % 17) as f32 * 0.125 - 1.0)).collect() };
+        let a = ctx.upload(&fill(n * n)).expect("A");
+        let b = ctx.upload(&fill(n * n)).expect("B");
+        let mut out = ctx.alloc::<f32>(n * n).expect("C");
+        let mut group = c.benchmark_group(format!("gemm_tc/bf16/{n}x{n}x{n}"));
+        group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+        group.sample_size(10);
+        for v in VERSIONS {
+            if v.config.required_arch().is_some_and(|need| need != arch) {
+                println!(
+                    "{}: skipped, it needs the {} PTX and this device loaded {arch}",
+                    v.name,
+                    v.config.required_arch().unwrap_or("")
+                );
+                continue;
+            }
+            group.bench_function(v.name, |bch| {
+                bch.iter_custom(|iters| {
+                    gpu_time(&ctx, iters, || {
+                        gemm_tc::gemm_tc_with(&ctx, v, &g, a.as_view(), b.as_view(), out.as_view_mut())
+                    })
+                })
+            });
+        }
+        if let Some(cb) = &cublas {
+            group.bench_function("cublasGemmEx (baseline)", |bch| {
+                bch.iter_custom(|iters| {
+                    gpu_time(&ctx, iters, || cb.gemm_ex(&g, a.as_view(), b.as_view(), out.as_view_mut()))
+                })
+            });
+        }
+        group.finish();
+    }
+    c.final_summary();
+}
