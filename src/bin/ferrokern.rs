@@ -1468,7 +1468,7 @@ fn passes_check(what: &str, result: ferrokern::Result<ferrokern::check::Report>,
 /// version of the ladder, each checked with FlashAttention's rule on a small case first (a
 /// fast wrong kernel is not a result), then timed on every shape it supports.
 fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
-    use ferrokern::attention::{self as att, AttentionCase, AttentionMeasurement, AttentionShape};
+    use ferrokern::attention::{self as att, AttentionCase, AttentionShape};
     let mut checked = Vec::new();
     for v in att::VERSIONS {
         let mut good = true;
@@ -1512,19 +1512,8 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
             }
             match att::time::<half::bf16>(ctx, v, *s, *causal) {
                 Ok(ms) => {
-                    let flops = att::flops(s, *causal);
                     let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
-                    rows.push(AttentionMeasurement {
-                        version: v.name,
-                        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
-                        causal: *causal,
-                        dtype,
-                        median_ms: ms,
-                        tflops: flops / (ms * 1e9),
-                        torch_median_ms: torch_ms,
-                        torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
-                        ratio: torch_ms.map(|t| t / ms),
-                    });
+                    rows.push(attention_row(v.name, s, *causal, dtype, ms, att::flops(s, *causal), torch_ms));
                 }
                 Err(e) => {
                     println!("attention {} {s:?} causal={causal}: {e}", v.name);
@@ -1533,23 +1522,7 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
             }
         }
     }
-    println!(
-        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
-        "attention", "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
-    );
-    for r in &rows {
-        let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
-        println!(
-            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
-            r.version,
-            r.shape,
-            r.causal,
-            r.median_ms,
-            r.tflops,
-            f(r.torch_tflops, 2),
-            f(r.ratio, 3)
-        );
-    }
+    print_attention_table("attention", &rows);
     rows
 }
 
@@ -1559,7 +1532,7 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
 /// forward's bench shapes up to [`att::BENCH_SIMT_MAX_SEQ`] for CUDA-core versions. TFLOP/s
 /// counts 2.5 times the forward's FLOPs.
 fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::AttentionMeasurement> {
-    use ferrokern::attention::{self as att, AttentionMeasurement, AttentionShape};
+    use ferrokern::attention::{self as att, AttentionShape};
     use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, BackwardOptions};
     let mut checked = Vec::new();
     for v in bwd::BACKWARD_VERSIONS {
@@ -1607,19 +1580,8 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
             }
             match bwd::time::<half::bf16>(ctx, v, *s, *causal, BackwardOptions::default()) {
                 Ok(ms) => {
-                    let flops = bwd::flops(s, *causal);
                     let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
-                    rows.push(AttentionMeasurement {
-                        version: v.name,
-                        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
-                        causal: *causal,
-                        dtype,
-                        median_ms: ms,
-                        tflops: flops / (ms * 1e9),
-                        torch_median_ms: torch_ms,
-                        torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
-                        ratio: torch_ms.map(|t| t / ms),
-                    });
+                    rows.push(attention_row(v.name, s, *causal, dtype, ms, bwd::flops(s, *causal), torch_ms));
                 }
                 Err(e) => {
                     println!("attention_backward {} {s:?} causal={causal}: {e}", v.name);
@@ -1628,23 +1590,7 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
             }
         }
     }
-    println!(
-        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
-        "attn bwd", "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
-    );
-    for r in &rows {
-        let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
-        println!(
-            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
-            r.version,
-            r.shape,
-            r.causal,
-            r.median_ms,
-            r.tflops,
-            f(r.torch_tflops, 2),
-            f(r.ratio, 3)
-        );
-    }
+    print_attention_table("attn bwd", &rows);
     rows
 }
 
@@ -1772,4 +1718,48 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
         }
     }
     rows
+}
+
+/// One attention measurement (forward or backward) against PyTorch's time for the same case.
+fn attention_row(
+    version: &'static str,
+    s: &ferrokern::attention::AttentionShape,
+    causal: bool,
+    dtype: &'static str,
+    ms: f64,
+    flops: f64,
+    torch_ms: Option<f64>,
+) -> ferrokern::attention::AttentionMeasurement {
+    ferrokern::attention::AttentionMeasurement {
+        version,
+        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
+        causal,
+        dtype,
+        median_ms: ms,
+        tflops: flops / (ms * 1e9),
+        torch_median_ms: torch_ms,
+        torch_tflops: torch_ms.map(|t| flops / (t * 1e9)),
+        ratio: torch_ms.map(|t| t / ms),
+    }
+}
+
+/// The attention table under `label`: TFLOP/s against PyTorch's, per measurement.
+fn print_attention_table(label: &str, rows: &[ferrokern::attention::AttentionMeasurement]) {
+    println!(
+        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
+        label, "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
+    );
+    for r in rows {
+        let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
+        println!(
+            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
+            r.version,
+            r.shape,
+            r.causal,
+            r.median_ms,
+            r.tflops,
+            f(r.torch_tflops, 2),
+            f(r.ratio, 3)
+        );
+    }
 }
