@@ -444,16 +444,7 @@ fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result
             ll[hh * tq + qs..hh * tq + qs + lq].copy_from_slice(&l2[hh * lq..(hh + 1) * lq]);
         }
     }
-    let max_err = |a: &[f64], b: &[f64]| {
-        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
-    };
-    let o_bound = 2.0 * max_err(&lo, &ro) + 1e-5;
-    let l_bound = 2.0 * max_err(&ll, &rl) + 1e-4;
-    let mut ro_report = check::compare(&go, &ro, &vec![o_bound; ro.len()], guo);
-    ro_report.tol = format!("FA rule 2 x naive {} error ({:.2e}) + 1e-5", T::NAME, o_bound);
-    let mut rl_report = check::compare(&gl, &rl, &vec![l_bound; rl.len()], gul);
-    rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
-    Ok(check::merge(vec![("o", ro_report), ("lse", rl_report)]))
+    Ok(fa_rule_report(&go, &gl, (&ro, &rl), (&lo, &ll), guo, gul))
 }
 
 /// Runs a variable-length case through [`attention_varlen`]: random inputs in [-2, 2),
@@ -576,18 +567,7 @@ fn check_t<T: AttentionFloat>(
     let scale = 1.0 / (s.head_dim as f64).sqrt();
     let (ro, rl) = reference(&q64, &k64, &v64, &s, case.causal, scale);
     let (lo, ll) = naive(&q64, &k64, &v64, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
-    let max_err = |a: &[f64], b: &[f64]| {
-        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
-    };
-    // FlashAttention's rule: the kernel's max error at most twice the naive low-precision
-    // attention's, plus a tiny atol.
-    let o_bound = 2.0 * max_err(&lo, &ro) + 1e-5;
-    let l_bound = 2.0 * max_err(&ll, &rl) + 1e-4;
-    let mut ro_report = check::compare(&go, &ro, &vec![o_bound; ro.len()], guo);
-    ro_report.tol = format!("FA rule 2 x naive {} error ({:.2e}) + 1e-5", T::NAME, o_bound);
-    let mut rl_report = check::compare(&gl, &rl, &vec![l_bound; rl.len()], gul);
-    rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
-    Ok(check::merge(vec![("o", ro_report), ("lse", rl_report)]))
+    Ok(fa_rule_report(&go, &gl, (&ro, &rl), (&lo, &ll), guo, gul))
 }
 
 /// Runs `case` with the version [`attention`] picks: random inputs in [-2, 2), poisoned and
@@ -722,4 +702,28 @@ pub fn torch_baseline_pass(
         ));
     }
     Ok(times)
+}
+
+/// FlashAttention's rule on one case: the kernel's max error (O and lse, against the f64
+/// reference `r`) at most twice that of the naive attention computed in `T` (`naive`), plus
+/// a tiny atol (1e-5 for O, 1e-4 for lse); guards and poison as [`check::compare`] judges them.
+fn fa_rule_report<T: Float>(
+    go: &[T],
+    gl: &[f32],
+    r: (&[f64], &[f64]),
+    naive: (&[f64], &[f64]),
+    guo: Option<check::GuardViolation>,
+    gul: Option<check::GuardViolation>,
+) -> Report {
+    let max_err = |a: &[f64], b: &[f64]| {
+        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    };
+    let ((ro, rl), (lo, ll)) = (r, naive);
+    let o_bound = 2.0 * max_err(lo, ro) + 1e-5;
+    let l_bound = 2.0 * max_err(ll, rl) + 1e-4;
+    let mut ro_report = check::compare(go, ro, &vec![o_bound; ro.len()], guo);
+    ro_report.tol = format!("FA rule 2 x naive {} error ({:.2e}) + 1e-5", T::NAME, o_bound);
+    let mut rl_report = check::compare(gl, rl, &vec![l_bound; rl.len()], gul);
+    rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
+    check::merge(vec![("o", ro_report), ("lse", rl_report)])
 }
