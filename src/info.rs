@@ -65,7 +65,9 @@ pub fn ptxas(ptxas: &Path, arch: &str, ptx: &str) -> Result<(Vec<KernelResources
     ptxas_with_warnings(ptxas, arch, ptx).map(|(rows, cubin, _)| (rows, cubin))
 }
 
-/// As [`ptxas`], also returning ptxas's warning lines (e.g. wgmma serialization).
+/// As [`ptxas`], also returning ptxas's warnings and its coded performance advisories (lines
+/// with `(C7...)`, e.g. C7508 "setmaxnreg ignored", C7519 "warpgroup.arrive is injected",
+/// wgmma serialization), each naming its kernel.
 pub fn ptxas_with_warnings(
     ptxas: &Path,
     arch: &str,
@@ -87,7 +89,7 @@ pub fn ptxas_with_warnings(
     if !out.status.success() {
         return Err(format!("ptxas rejected the {arch} PTX:\n{text}"));
     }
-    let warnings = text.lines().filter(|l| l.contains("warning")).map(str::to_string).collect();
+    let warnings = text.lines().filter(|l| l.contains("warning") || l.contains("(C7")).map(str::to_string).collect();
     Ok((parse_ptxas(arch, &text), cubin, warnings))
 }
 
@@ -135,6 +137,8 @@ pub const SASS_CLASSES: &[&str] = &[
     "LDGSTS.128",
     "UTMALDG",
     "SYNCS",
+    // `setmaxnreg` (ALLOC for .inc, DEALLOC for .dec).
+    "USETMAXREG",
     "LDS.128",
     "LDG.128",
     "STG.128",

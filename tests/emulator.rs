@@ -108,7 +108,7 @@ fn intra_warp_race_without_syncwarp_is_caught_and_twin_passes() {
 }
 
 #[test]
-fn launches_past_hardware_limits_are_refused() {
+fn launches_past_hardware_or_declared_limits_are_refused() {
     let ctx = Context::emulator();
     let x = ctx.upload(&input()).unwrap();
     let mut out = ctx.alloc::<f32>(N).unwrap();
@@ -119,6 +119,9 @@ fn launches_past_hardware_limits_are_refused() {
         LaunchConfig { grid: Dim3::new(1, 1, 65536), block: Dim3::x(32), shared_bytes: 0 },
         LaunchConfig { grid: Dim3::x(0), block: Dim3::x(32), shared_bytes: 0 },
         LaunchConfig { grid: Dim3::x(1), block: Dim3::x(32), shared_bytes: 228 * 1024 },
+        // More threads than the kernel's table says it is launched with (`launch_threads`,
+        // what kernels with launch bounds are compiled for).
+        LaunchConfig { grid: Dim3::x(1), block: Dim3::x(2 * SELFTEST_BLOCK), shared_bytes: SELFTEST_SHARED_BYTES },
     ];
     for cfg in bad {
         let e = ctx.launch(&st::OK_OOB, cfg, p).unwrap_err();

@@ -214,20 +214,13 @@ fn emulator_rejects_half_warp_mma() {
     }
 }
 
-/// One wgmma from canonical tiles the threads stored themselves: A 64 x 16, B 16 x 128 of
+/// One wgmma from canonical tiles the threads stored themselves: A 64 x 16, B 16 x N of
 /// small integers and halves (every product and sum exact in f32), for each layout (A K- or
-/// M-major, B N- or K-major). On the GPU this checks the descriptor and swizzle formulas
-/// against the hardware with nothing else in the way (sm_90a only; elsewhere it says SKIP).
+/// M-major, B N- or K-major) and both shapes (m64n128k16, m64n256k16). On the GPU this checks
+/// the descriptor and swizzle formulas against the hardware with nothing else in the way
+/// (sm_90a only; elsewhere it says SKIP).
 #[test]
 fn wgmma_from_canonical_tiles_matches_plain_product() {
-    let a: Vec<f32> = (0..64 * 16).map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.5).collect();
-    let b: Vec<f32> = (0..16 * 128).map(|i| ((i * 5 % 17) as f32 - 8.0) * 0.25).collect();
-    let mut want = vec![0.0f32; 64 * 128];
-    for i in 0..64 {
-        for j in 0..128 {
-            want[i * 128 + j] = (0..16).map(|k| a[i * 16 + k] as f64 * b[k * 128 + j] as f64).sum::<f64>() as f32;
-        }
-    }
     for ctx in common::backends("wgmma_from_canonical_tiles") {
         if let Some(info) = ctx.device_info()
             && info.ptx_arch != "sm_90a"
@@ -235,13 +228,35 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
             println!("SKIP: wgmma needs the sm_90a PTX; this {} loaded {}", info.name, info.ptx_arch);
             continue;
         }
-        for mode in 0..5u32 {
-            let got = run_wgmma(&ctx, &a, &b, mode).unwrap_or_else(|e| panic!("mode {mode} on {}: {e}", ctx.backend()));
-            let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
-            if mode < 4 {
-                assert_eq!(bad, 0, "layout mode {mode} on {}: {bad} of 8192 elements differ", ctx.backend());
-            } else {
-                assert!(bad > 0, "the mis-laid descriptor (SBO 512) must give a wrong product on {}", ctx.backend());
+        for n in [128usize, 256] {
+            let a: Vec<f32> = (0..64 * 16).map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.5).collect();
+            let b: Vec<f32> = (0..16 * n).map(|i| ((i * 5 % 17) as f32 - 8.0) * 0.25).collect();
+            let mut want = vec![0.0f32; 64 * n];
+            for i in 0..64 {
+                for j in 0..n {
+                    want[i * n + j] = (0..16).map(|k| a[i * 16 + k] as f64 * b[k * n + j] as f64).sum::<f64>() as f32;
+                }
+            }
+            let shape = if n == 256 { 16 } else { 0 };
+            for mode in 0..5u32 {
+                let got = run_wgmma(&ctx, &a, &b, n, mode | shape)
+                    .unwrap_or_else(|e| panic!("n {n} mode {mode} on {}: {e}", ctx.backend()));
+                let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+                if mode < 4 {
+                    assert_eq!(
+                        bad,
+                        0,
+                        "n {n} layout mode {mode} on {}: {bad} of {} elements differ",
+                        ctx.backend(),
+                        64 * n
+                    );
+                } else {
+                    assert!(
+                        bad > 0,
+                        "n {n}: the mis-laid descriptor (SBO 512) must give a wrong product on {}",
+                        ctx.backend()
+                    );
+                }
             }
         }
     }
@@ -253,7 +268,7 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
 fn emulator_rejects_a_warpgroup_disagreeing_on_descriptors() {
     let a = vec![1.0f32; 64 * 16];
     let b = vec![1.0f32; 16 * 128];
-    match run_wgmma(&Context::emulator(), &a, &b, 8) {
+    match run_wgmma(&Context::emulator(), &a, &b, 128, 8) {
         Err(e) => {
             let msg = e.to_string();
             assert!(msg.contains("same descriptors") && msg.contains("warpgroup 0"), "{msg}");
@@ -262,10 +277,26 @@ fn emulator_rejects_a_warpgroup_disagreeing_on_descriptors() {
     }
 }
 
-fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], mode: u32) -> Result<Vec<f32>, Error> {
+/// `setmaxnreg` is `.sync.aligned` over the warpgroup with one count; the emulator rejects a
+/// warp that asks for another (warp 1: 240, the others 232), and accepts the same probe
+/// without the mode bit (above).
+#[test]
+fn emulator_rejects_a_warpgroup_disagreeing_on_setmaxnreg() {
+    let a = vec![1.0f32; 64 * 16];
+    let b = vec![1.0f32; 16 * 128];
+    match run_wgmma(&Context::emulator(), &a, &b, 128, 32) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("setmaxnreg") && msg.contains("warpgroup 0"), "{msg}");
+        }
+        Ok(_) => panic!("a warp with its own setmaxnreg count must be rejected"),
+    }
+}
+
+fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], n: usize, mode: u32) -> Result<Vec<f32>, Error> {
     let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
     let (ab, bb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?);
-    let mut d = ctx.upload(&vec![f32::NAN; 64 * 128])?;
+    let mut d = ctx.upload(&vec![f32::NAN; 64 * n])?;
     let p = probe::WgmmaProbeParams {
         a: ab.as_view().global(),
         b: bb.as_view().global(),

@@ -103,9 +103,9 @@ pub const ALL_KERNELS: &[(&str, &[&str])] = &[
     ("selftest", selftest::KERNEL_NAMES),
 ];
 
-/// Threads per block the host launches kernel `name` with, for the offline launchability
-/// check (registers x threads must fit the SM's 65536 registers). Each family answers for
-/// its own kernels; a new family adds its function here.
+/// Threads per block the host launches kernel `name` with (at most): the host refuses a launch
+/// with more threads; the offline check confirms registers x threads fit the SM's 65536
+/// registers; kernels with [`launch_min_blocks`] get it as the entry's `.maxntid`. Each family answers for its own kernels; a new family adds its function here.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
     elementwise::launch_threads(name)
@@ -115,4 +115,13 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         .or_else(|| attention::launch_threads(name))
         .or_else(|| paged::launch_threads(name))
         .or_else(|| selftest::launch_threads(name))
+}
+
+/// Blocks per SM that kernel `name` must fit, declared to ptxas as `.minnctapersm` together
+/// with `.maxntid` ([`launch_threads`]); None: no launch bounds at all. Kernels that move
+/// registers between warpgroups with `setmaxnreg` need them: they fix the register count at
+/// entry (65536 / (threads x blocks), rounded down to 8).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_min_blocks(name: &str) -> Option<u32> {
+    gemm_tc::launch_min_blocks(name)
 }

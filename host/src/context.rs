@@ -244,6 +244,18 @@ impl Context {
     ) -> Result<()> {
         self.check_healthy()?;
         emu::check_launch(&cfg).map_err(|m| Error::invalid(def.name, m))?;
+        // The build compiled the kernel for at most this many threads (`.maxntid`).
+        if let Some(max) = gpu_kernels::launch_threads(def.name)
+            && cfg.block.count() > max as u64
+        {
+            return Err(Error::invalid(
+                def.name,
+                format!(
+                    "a block of {} threads, but its PTX declares at most {max} (gpu_kernels::launch_threads): the launcher and the family's table disagree",
+                    cfg.block.count()
+                ),
+            ));
+        }
         if cfg.shared_bytes > self.max_shared_bytes() {
             return Err(Error::invalid(
                 def.name,

@@ -257,3 +257,68 @@ pub fn wgmma_m64n128k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
 ) {
     imp::wgmma_m64n128k16::<TRANS_A, TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
 }
+
+/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.{bf16,f16}`: as [`wgmma_m64n128k16`] with
+/// 256 columns of B and D, 128 accumulator registers per thread (`d[4 i + j]`, `i < 32`).
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_m64n256k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 128],
+    a: SmemDesc,
+    b: SmemDesc,
+    scale_d: bool,
+) {
+    imp::wgmma_m64n256k16::<TRANS_A, TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
+}
+
+/// A warpgroup's f32 accumulator fragment for one `wgmma.mma_async.m64nNk16` shape: `N / 2`
+/// registers per thread, `self.as_ref()[4 i + j]` at row `16 warp + g + 8 (j / 2)`, column
+/// `8 i + 2 t + j % 2` (module docs). Kernels generic over the tile width take it as a type.
+pub trait WgmmaAccumulator: AsRef<[f32]> + Copy {
+    /// N: the columns of B and D.
+    const N: u32;
+    const ZERO: Self;
+    /// `self = A * B + (scale_d ? self : 0)`, A and B named by descriptors (see
+    /// [`wgmma_m64n128k16`]).
+    fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool);
+}
+
+impl WgmmaAccumulator for [f32; 64] {
+    const N: u32 = 128;
+    const ZERO: Self = [0.0; 64];
+    #[inline(always)]
+    #[track_caller]
+    fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool) {
+        wgmma_m64n128k16::<T, TRANS_A, TRANS_B>(self, a, b, scale_d)
+    }
+}
+
+impl WgmmaAccumulator for [f32; 128] {
+    const N: u32 = 256;
+    const ZERO: Self = [0.0; 128];
+    #[inline(always)]
+    #[track_caller]
+    fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool) {
+        wgmma_m64n256k16::<T, TRANS_A, TRANS_B>(self, a, b, scale_d)
+    }
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 regs`: raises this warpgroup's per-thread register limit
+/// to `regs` (a multiple of 8 in 24..=256, the same in all 128 threads; a constant in the
+/// kernel), waiting until the block's pool holds the registers other warpgroups released
+/// with [`setmaxnreg_dec`]. Only in kernels whose entry declares its register count (the
+/// build's `.minnctapersm` from `gpu_kernels::launch_min_blocks`; without it ptxas ignores
+/// the instruction).
+#[inline(always)]
+#[track_caller]
+pub fn setmaxnreg_inc(regs: u32) {
+    imp::setmaxnreg_inc(regs)
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 regs`: lowers this warpgroup's per-thread register limit
+/// to `regs`, returning the rest to the block's pool (see [`setmaxnreg_inc`]).
+#[inline(always)]
+#[track_caller]
+pub fn setmaxnreg_dec(regs: u32) {
+    imp::setmaxnreg_dec(regs)
+}

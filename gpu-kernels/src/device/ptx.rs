@@ -507,4 +507,19 @@ mod no_hopper {
     ) {
         unavailable()
     }
+    pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 128],
+        _: u64,
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
+    pub fn setmaxnreg_inc(_: u32) {
+        unavailable()
+    }
+    pub fn setmaxnreg_dec(_: u32) {
+        unavailable()
+    }
 }

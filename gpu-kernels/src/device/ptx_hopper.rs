@@ -98,87 +98,38 @@ pub fn wgmma_wait<const N: u32>() {
     unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) }
 }
 
-/// One `wgmma.mma_async.m64n128k16` with f32 accumulators `$d` (64 registers), descriptors
-/// `$a`, `$b`, scale-d `$sd` and the type and transpose immediates spelled out (PTX takes them
-/// as immediates, so each combination is its own instruction).
-macro_rules! wgmma_m64n128 {
-    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $ta:literal, $tb:literal) => {
+/// One `wgmma.mma_async.m64nNk16` (`$shape`) with f32 accumulators `$d` (positional operands
+/// `$i`, N / 2 registers), descriptors `$a`, `$b`, scale-d `$sd` and the type and transpose
+/// immediates spelled out (PTX takes them as immediates, so each combination is its own
+/// instruction).
+macro_rules! wgmma_async {
+    ($shape:literal, $d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $ta:literal, $tb:literal; $first:tt $($i:tt)*) => {
         asm!(
             concat!(
-                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.",
+                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.", $shape, ".f32.",
                 $ty, ".", $ty,
-                " {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {a}, {b}, p, 1, 1, ",
+                " {{{", stringify!($first), "}", $(", {", stringify!($i), "}",)* "}}, {a}, {b}, p, 1, 1, ",
                 $ta, ", ", $tb, "; }}"
             ),
-            d0 = inout(reg32) $d[0],
-            d1 = inout(reg32) $d[1],
-            d2 = inout(reg32) $d[2],
-            d3 = inout(reg32) $d[3],
-            d4 = inout(reg32) $d[4],
-            d5 = inout(reg32) $d[5],
-            d6 = inout(reg32) $d[6],
-            d7 = inout(reg32) $d[7],
-            d8 = inout(reg32) $d[8],
-            d9 = inout(reg32) $d[9],
-            d10 = inout(reg32) $d[10],
-            d11 = inout(reg32) $d[11],
-            d12 = inout(reg32) $d[12],
-            d13 = inout(reg32) $d[13],
-            d14 = inout(reg32) $d[14],
-            d15 = inout(reg32) $d[15],
-            d16 = inout(reg32) $d[16],
-            d17 = inout(reg32) $d[17],
-            d18 = inout(reg32) $d[18],
-            d19 = inout(reg32) $d[19],
-            d20 = inout(reg32) $d[20],
-            d21 = inout(reg32) $d[21],
-            d22 = inout(reg32) $d[22],
-            d23 = inout(reg32) $d[23],
-            d24 = inout(reg32) $d[24],
-            d25 = inout(reg32) $d[25],
-            d26 = inout(reg32) $d[26],
-            d27 = inout(reg32) $d[27],
-            d28 = inout(reg32) $d[28],
-            d29 = inout(reg32) $d[29],
-            d30 = inout(reg32) $d[30],
-            d31 = inout(reg32) $d[31],
-            d32 = inout(reg32) $d[32],
-            d33 = inout(reg32) $d[33],
-            d34 = inout(reg32) $d[34],
-            d35 = inout(reg32) $d[35],
-            d36 = inout(reg32) $d[36],
-            d37 = inout(reg32) $d[37],
-            d38 = inout(reg32) $d[38],
-            d39 = inout(reg32) $d[39],
-            d40 = inout(reg32) $d[40],
-            d41 = inout(reg32) $d[41],
-            d42 = inout(reg32) $d[42],
-            d43 = inout(reg32) $d[43],
-            d44 = inout(reg32) $d[44],
-            d45 = inout(reg32) $d[45],
-            d46 = inout(reg32) $d[46],
-            d47 = inout(reg32) $d[47],
-            d48 = inout(reg32) $d[48],
-            d49 = inout(reg32) $d[49],
-            d50 = inout(reg32) $d[50],
-            d51 = inout(reg32) $d[51],
-            d52 = inout(reg32) $d[52],
-            d53 = inout(reg32) $d[53],
-            d54 = inout(reg32) $d[54],
-            d55 = inout(reg32) $d[55],
-            d56 = inout(reg32) $d[56],
-            d57 = inout(reg32) $d[57],
-            d58 = inout(reg32) $d[58],
-            d59 = inout(reg32) $d[59],
-            d60 = inout(reg32) $d[60],
-            d61 = inout(reg32) $d[61],
-            d62 = inout(reg32) $d[62],
-            d63 = inout(reg32) $d[63],
+            inout(reg32) $d[$first],
+            $(inout(reg32) $d[$i],)*
             a = in(reg64) $a,
             b = in(reg64) $b,
             sd = in(reg32) $sd,
             options(nostack)
         )
+    };
+}
+
+macro_rules! wgmma_m64n128 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $ta:literal, $tb:literal) => {
+        wgmma_async!("m64n128k16", $d, $a, $b, $sd, $ty, $ta, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+    };
+}
+
+macro_rules! wgmma_m64n256 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $ta:literal, $tb:literal) => {
+        wgmma_async!("m64n256k16", $d, $a, $b, $sd, $ty, $ta, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
     };
 }
 
@@ -207,4 +158,55 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
             (F16, _, _) => wgmma_m64n128!(d, a, b, sd, "f16", "1", "1"),
         }
     }
+}
+
+#[inline(always)]
+pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
+    kind: super::mma::MmaKind,
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+    scale_d: bool,
+) {
+    use super::mma::MmaKind::{Bf16, F16};
+    let sd = scale_d as u32;
+    // SAFETY: the descriptors name tiles inside the shared segment in the canonical layouts
+    // (the kernel's const layout, checked on the emulator); the warpgroup executes this with
+    // uniform operands; `d` is read and written in registers.
+    unsafe {
+        match (kind, TRANS_A, TRANS_B) {
+            (Bf16, 0, 0) => wgmma_m64n256!(d, a, b, sd, "bf16", "0", "0"),
+            (Bf16, 0, _) => wgmma_m64n256!(d, a, b, sd, "bf16", "0", "1"),
+            (Bf16, _, 0) => wgmma_m64n256!(d, a, b, sd, "bf16", "1", "0"),
+            (Bf16, _, _) => wgmma_m64n256!(d, a, b, sd, "bf16", "1", "1"),
+            (F16, 0, 0) => wgmma_m64n256!(d, a, b, sd, "f16", "0", "0"),
+            (F16, 0, _) => wgmma_m64n256!(d, a, b, sd, "f16", "0", "1"),
+            (F16, _, 0) => wgmma_m64n256!(d, a, b, sd, "f16", "1", "0"),
+            (F16, _, _) => wgmma_m64n256!(d, a, b, sd, "f16", "1", "1"),
+        }
+    }
+}
+
+/// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: `regs` is a constant after inlining (a
+/// version's tiling), so one arm remains; PTX takes it as an immediate.
+macro_rules! setmaxnreg_arms {
+    ($op:literal, $regs:expr; $($n:literal)*) => {
+        match $regs {
+            // SAFETY: the whole warpgroup executes it (the kernels' uniform control flow) with
+            // the same count; the entry declares its register budget (`.minnctapersm`).
+            $($n => unsafe { asm!(concat!("setmaxnreg.", $op, ".sync.aligned.u32 ", $n, ";"), options(nostack)) },)*
+            // SAFETY: `trap` aborts the kernel: a count that is not a multiple of 8 in 24..=256.
+            _ => unsafe { core::arch::nvptx::trap() },
+        }
+    };
+}
+
+#[inline(always)]
+pub fn setmaxnreg_inc(regs: u32) {
+    setmaxnreg_arms!("inc", regs; 24 32 40 48 56 64 72 80 88 96 104 112 120 128 136 144 152 160 168 176 184 192 200 208 216 224 232 240 248 256)
+}
+
+#[inline(always)]
+pub fn setmaxnreg_dec(regs: u32) {
+    setmaxnreg_arms!("dec", regs; 24 32 40 48 56 64 72 80 88 96 104 112 120 128 136 144 152 160 168 176 184 192 200 208 216 224 232 240 248 256)
 }

@@ -40,6 +40,8 @@ pub(crate) enum WarpOp {
     },
     /// `wgmma.mma_async` (see `emu::hopper`): only the warp's convergence is collective.
     Wgmma,
+    /// `setmaxnreg` (see `emu::hopper`): convergence only.
+    Setmaxnreg,
 }
 
 impl std::fmt::Display for WarpOp {
@@ -47,6 +49,7 @@ impl std::fmt::Display for WarpOp {
         match self {
             WarpOp::Mma(kind) => return write!(f, "mma.sync.m16n8k16 ({kind:?})"),
             WarpOp::Wgmma => return f.write_str("wgmma.mma_async"),
+            WarpOp::Setmaxnreg => return f.write_str("setmaxnreg"),
             WarpOp::Ldmatrix { n, trans } => {
                 return write!(f, "ldmatrix.x{n}{}", if *trans { ".trans" } else { "" });
             }
@@ -61,7 +64,9 @@ impl std::fmt::Display for WarpOp {
             WarpOp::Vote(VoteMode::Any) => "any_sync",
             WarpOp::Vote(VoteMode::Ballot) => "ballot_sync",
             WarpOp::Sync => "sync_warp",
-            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma => unreachable!("written above"),
+            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma | WarpOp::Setmaxnreg => {
+                unreachable!("written above")
+            }
         })
     }
 }
@@ -379,7 +384,11 @@ impl BlockRunner {
                     }
                     let q = posts[base + m].expect("posted");
                     let r = match p.op {
-                        WarpOp::Sync | WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma => 0,
+                        WarpOp::Sync
+                        | WarpOp::Mma(_)
+                        | WarpOp::Ldmatrix { .. }
+                        | WarpOp::Wgmma
+                        | WarpOp::Setmaxnreg => 0,
                         WarpOp::Vote(mode) => {
                             let mut ballot = 0u32;
                             for k in 0..lanes {

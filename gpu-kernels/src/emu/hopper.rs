@@ -67,6 +67,8 @@ struct ThreadState {
     clock: [u32; WGS],
     /// Per mbarrier: phases this thread has seen completed.
     seen: HashMap<u32, u32>,
+    /// setmaxnreg instructions executed.
+    maxnreg: u32,
 }
 
 /// Per-block state of the Hopper instructions.
@@ -80,6 +82,9 @@ pub(crate) struct HopperState {
     /// Per (warpgroup, op number): the first thread's operands and where, and how many of the
     /// warpgroup's threads have issued it; every thread must pass the same ones.
     issued_ops: RefCell<HashMap<(usize, u32), IssuedOp>>,
+    /// Per (warpgroup, setmaxnreg number): the first thread's call and how many of the
+    /// warpgroup's threads executed it.
+    maxnreg_ops: RefCell<HashMap<(usize, u32), MaxnregOp>>,
 }
 
 /// What the ISA requires to be uniform across a warpgroup's threads for one wgmma.
@@ -87,9 +92,19 @@ pub(crate) struct HopperState {
 struct WgmmaOperands {
     a: u64,
     b: u64,
+    n: u32,
     trans_a: u32,
     trans_b: u32,
     scale_d: bool,
+}
+
+/// One `setmaxnreg` as the first thread of a warpgroup ran it.
+struct MaxnregOp {
+    inc: bool,
+    regs: u32,
+    thread: u32,
+    at: Loc,
+    seen: u32,
 }
 
 struct IssuedOp {
@@ -108,6 +123,7 @@ impl HopperState {
             tma_token: RefCell::new(vec![None; chunks]),
             last_read: RefCell::new(vec![None; chunks]),
             issued_ops: RefCell::new(HashMap::new()),
+            maxnreg_ops: RefCell::new(HashMap::new()),
         }
     }
 
@@ -325,6 +341,55 @@ pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
     block.progress.set(true);
 }
 
+/// `setmaxnreg`: the count must be a multiple of 8 in 24..=256 and the same, with the same
+/// direction, in all 128 threads of the warpgroup (`.sync.aligned`); the warp executes it
+/// converged. Register counts themselves are not modelled (the tiling's const check keeps
+/// the block's total within the register file).
+#[track_caller]
+fn setmaxnreg(inc: bool, regs: u32) {
+    let at = Location::caller();
+    let name = if inc { "setmaxnreg.inc" } else { "setmaxnreg.dec" };
+    if !(24..=256).contains(&regs) || !regs.is_multiple_of(8) {
+        async_fault(format!("{name} {regs} at {}: the count must be a multiple of 8 in 24..=256", at_str(at)));
+    }
+    super::mma::warp_converge(WarpOp::Setmaxnreg);
+    let t = current();
+    let block = t.block();
+    let wg = t.linear as usize / 128;
+    let n = {
+        let mut threads = block.hopper.threads.borrow_mut();
+        threads[t.linear as usize].maxnreg += 1;
+        threads[t.linear as usize].maxnreg
+    };
+    let mut ops = block.hopper.maxnreg_ops.borrow_mut();
+    let e = ops.entry((wg, n)).or_insert(MaxnregOp { inc, regs, thread: t.linear, at, seen: 0 });
+    if (e.inc, e.regs) != (inc, regs) {
+        async_fault(format!(
+            "setmaxnreg #{n} of warpgroup {wg}: thread {} at {} runs {name} {regs}, thread {} at {} ran {} {}; the whole warpgroup must run the same one",
+            t.linear,
+            at_str(at),
+            e.thread,
+            at_str(e.at),
+            if e.inc { "setmaxnreg.inc" } else { "setmaxnreg.dec" },
+            e.regs
+        ));
+    }
+    e.seen += 1;
+    if e.seen == 128 {
+        ops.remove(&(wg, n));
+    }
+}
+
+#[track_caller]
+pub fn setmaxnreg_inc(regs: u32) {
+    setmaxnreg(true, regs)
+}
+
+#[track_caller]
+pub fn setmaxnreg_dec(regs: u32) {
+    setmaxnreg(false, regs)
+}
+
 pub fn wgmma_fence() {}
 
 pub fn wgmma_commit() {
@@ -391,7 +456,25 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
     b: u64,
     scale_d: bool,
 ) {
-    const N: u32 = 128;
+    wgmma(kind, d, a, b, WgmmaOperands { a, b, n: 128, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+}
+
+#[track_caller]
+pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
+    kind: MmaKind,
+    d: &mut [f32; 128],
+    a: u64,
+    b: u64,
+    scale_d: bool,
+) {
+    wgmma(kind, d, a, b, WgmmaOperands { a, b, n: 256, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+}
+
+/// One `wgmma.mma_async.m64nNk16` (`N = ops.n`, `d.len() = N / 2`) for the calling thread.
+#[track_caller]
+fn wgmma(kind: MmaKind, d: &mut [f32], a: u64, b: u64, ops: WgmmaOperands) {
+    let WgmmaOperands { n, trans_a, trans_b, scale_d, .. } = ops;
+    debug_assert_eq!(d.len() as u32, n / 2);
     let t = current();
     let block = t.block();
     let at = Location::caller();
@@ -407,7 +490,7 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
     };
     // The descriptors (and immediates) must be the same in all 128 threads of the warpgroup.
     {
-        let mine = WgmmaOperands { a, b, trans_a: TRANS_A, trans_b: TRANS_B, scale_d };
+        let mine = ops;
         let mut ops = block.hopper.issued_ops.borrow_mut();
         let entry = ops.entry((wg, op)).or_insert(IssuedOp { operands: mine, thread: t.linear, at, seen: 0 });
         if entry.operands != mine {
@@ -458,15 +541,15 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
     let mut a_rows = [[0f32; 16]; 2];
     for (ri, &r) in rows.iter().enumerate() {
         for k in 0..16 {
-            a_rows[ri][k as usize] = read(desc_addr(a, r, k, TRANS_A != 0, at));
+            a_rows[ri][k as usize] = read(desc_addr(a, r, k, trans_a != 0, at));
         }
     }
-    for i in 0..N / 8 {
+    for i in 0..n / 8 {
         for c in 0..2 {
             let col = 8 * i + 2 * tq + c;
             let mut bcol = [0f32; 16];
             for k in 0..16 {
-                bcol[k as usize] = read(desc_addr(b, col, k, TRANS_B != 0, at));
+                bcol[k as usize] = read(desc_addr(b, col, k, trans_b != 0, at));
             }
             for (ri, arow) in a_rows.iter().enumerate() {
                 let reg = (4 * i + 2 * ri as u32 + c) as usize;

@@ -7,6 +7,7 @@
 //! | [`v01_mma`] | 128 x 128 x 32 block tiles, 8 warps of 64 x 32 warp tiles, cp.async into two shared stages, ldmatrix fragments, m16n8k16 mma |
 //! | [`v02_wgmma`] | sm_90a: TMA into a 4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups, wgmma m64n128k16 from 128-byte-swizzled shared tiles ([`wgmma`], the engine) |
 //! | [`v03_wgmma_256`] | 256 x 128 tiles (four consumer warpgroups) and grouped block order for L2 reuse |
+//! | [`v04_wgmma_n256`] | 128 x 256 tiles: two consumer warpgroups on wgmma m64n256k16 (128 accumulators each), registers moved from the producer to the consumers with `setmaxnreg` |
 //!
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
@@ -30,6 +31,7 @@ pub mod probe;
 pub mod v01_mma;
 pub mod v02_wgmma;
 pub mod v03_wgmma_256;
+pub mod v04_wgmma_n256;
 pub mod wgmma;
 
 /// The parameters of every tensor-core GEMM kernel.
@@ -210,6 +212,10 @@ crate::kernels! {
     GEMM_TC_V03_WGMMA_256_BF16 = gemm_tc_v03_wgmma_256_bf16(TcParams<half::bf16>) => v03_wgmma_256::run::<half::bf16>;
     /// v03: as above, f16 inputs.
     GEMM_TC_V03_WGMMA_256_F16 = gemm_tc_v03_wgmma_256_f16(TcParams<half::f16>) => v03_wgmma_256::run::<half::f16>;
+    /// v04: 128 x 256 tiles on wgmma m64n256k16 with setmaxnreg, bf16 inputs.
+    GEMM_TC_V04_WGMMA_N256_BF16 = gemm_tc_v04_wgmma_n256_bf16(TcParams<half::bf16>) => v04_wgmma_n256::run::<half::bf16>;
+    /// v04: as above, f16 inputs.
+    GEMM_TC_V04_WGMMA_N256_F16 = gemm_tc_v04_wgmma_n256_f16(TcParams<half::f16>) => v04_wgmma_n256::run::<half::f16>;
     /// v02 with a mis-laid A descriptor (harness test).
     GEMM_TC_BUG_WGMMA_A_LAYOUT = gemm_tc_bug_wgmma_a_layout(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::A_LAYOUT }>;
     /// v02 whose consumers skip the TMA wait (harness test).
@@ -228,7 +234,7 @@ crate::kernels! {
     MMA_PROBE_LDMATRIX_BF16 = mma_probe_ldmatrix_bf16(probe::ProbeParams<half::bf16>) => probe::via_ldmatrix::<half::bf16>;
     /// Probe: raw ldmatrix registers for every form (`mode` picks it).
     MMA_PROBE_LDMATRIX_RAW = mma_probe_ldmatrix_raw(probe::RawParams) => probe::raw;
-    /// Probe: one wgmma m64n128k16 from plain-stored canonical tiles (sm_90a; `mode` picks layouts).
+    /// Probe: one wgmma m64n128k16 or m64n256k16 from plain-stored canonical tiles (sm_90a; `mode` picks layouts and shape).
     WGMMA_PROBE_BF16 = wgmma_probe_bf16(probe::WgmmaProbeParams) => probe::wgmma;
     /// Probe: cp.async into shared then back out (`mode` 1: reads before the wait, a bug).
     MMA_PROBE_CP_ASYNC = mma_probe_cp_async(probe::RawParams) => probe::cp_async;
@@ -268,6 +274,14 @@ impl TcConfig {
         match self {
             TcConfig::Mma(_) => None,
             TcConfig::Wgmma(_) => Some("sm_90a"),
+        }
+    }
+    /// Whether its warpgroups trade registers with `setmaxnreg` (the build then declares one
+    /// block per SM: [`launch_min_blocks`]).
+    pub const fn uses_setmaxnreg(self) -> bool {
+        match self {
+            TcConfig::Mma(_) => false,
+            TcConfig::Wgmma(t) => t.uses_setmaxnreg(),
         }
     }
     /// The TMA boxes (A's, B's) the launcher encodes tensor maps for, per layout; `None` for
@@ -317,6 +331,12 @@ pub const VERSIONS: &[TcVersion] = &[
         f16: &GEMM_TC_V03_WGMMA_256_F16,
         config: TcConfig::Wgmma(v03_wgmma_256::TILING),
     },
+    TcVersion {
+        name: "v04_wgmma_n256",
+        bf16: &GEMM_TC_V04_WGMMA_N256_BF16,
+        f16: &GEMM_TC_V04_WGMMA_N256_F16,
+        config: TcConfig::Wgmma(v04_wgmma_n256::TILING),
+    },
 ];
 
 /// v02 with deliberate bugs, as versions (bf16 only; `f16` names the same kernel): the
@@ -359,4 +379,16 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         return Some(probe::WGMMA_PROBE_THREADS);
     }
     KERNEL_NAMES.contains(&name).then_some(32)
+}
+
+/// `.minnctapersm` for this family's kernels: one block per SM for the versions that
+/// redistribute registers with `setmaxnreg` (see [`crate::launch_min_blocks`]).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_min_blocks(name: &str) -> Option<u32> {
+    if name == WGMMA_PROBE_BF16.name {
+        // Its emulator-only mode 32 runs setmaxnreg (ptxas would flag it as ignored: C7508).
+        return Some(1);
+    }
+    let v = VERSIONS.iter().chain(BUG_VERSIONS).find(|v| v.bf16.name == name || v.f16.name == name)?;
+    v.config.uses_setmaxnreg().then_some(1)
 }

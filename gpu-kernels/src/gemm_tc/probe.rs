@@ -135,8 +135,8 @@ pub fn cp_async(p: RawParams) {
     }
 }
 
-/// One wgmma m64n128k16 (bf16): A (64 x 16) and B (16 x 128), both row-major in global
-/// memory, D (64 x 128) row-major f32.
+/// One wgmma m64nNk16 (bf16, N = 128, or 256 with mode bit 4): A (64 x 16) and B (16 x N),
+/// both row-major in global memory, D (64 x N) row-major f32.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaProbeParams {
@@ -145,16 +145,18 @@ pub struct WgmmaProbeParams {
     pub d: GlobalMut<f32>,
     /// Bit 0: A M-major (`trans-a`), else K-major; bit 1: B K-major, else N-major
     /// (`trans-b`); bit 2: the deliberate bug (A's descriptor with SBO 512 instead of 1024);
-    /// bit 3: another (emulator only): warp 1 names A 16 bytes further on than the others.
+    /// bit 3: another (emulator only): warp 1 names A 16 bytes further on than the others;
+    /// bit 4: m64n256k16 instead of m64n128k16; bit 5 (emulator only): the warpgroup first
+    /// runs `setmaxnreg.inc`, warp 1 with another count than the others.
     pub mode: u32,
     pub _pad: u32,
 }
 
 /// Threads and dynamic shared bytes of [`wgmma`]: one warpgroup; A's tile at 0 (8 KB), B's at
-/// [`WGMMA_PROBE_B_AT`] (16 KB).
+/// [`WGMMA_PROBE_B_AT`] (up to 32 KB: 256 K-major rows of 128 bytes).
 pub const WGMMA_PROBE_THREADS: u32 = 128;
 pub const WGMMA_PROBE_B_AT: u32 = 8192;
-pub const WGMMA_PROBE_SHARED_BYTES: u32 = WGMMA_PROBE_B_AT + 16384;
+pub const WGMMA_PROBE_SHARED_BYTES: u32 = WGMMA_PROBE_B_AT + 32768;
 
 /// Byte of element (`mn`, `k`) in a 128-byte-swizzled tile at `base`, by the ISA's canonical
 /// layouts written out directly (`device::hopper`'s docs): K-major rows of 128 bytes, 8-row
@@ -176,11 +178,20 @@ fn canonical(base: u32, mn: u32, k: u32, mn_major: bool, lbo: u32) -> u32 {
 /// swizzle formulas against the hardware without TMA or a pipeline in the way.
 #[inline(always)]
 pub fn wgmma(p: WgmmaProbeParams) {
+    if p.mode & 16 != 0 { wgmma_n::<[f32; 128]>(p) } else { wgmma_n::<[f32; 64]>(p) }
+}
+
+#[inline(always)]
+fn wgmma_n<D: crate::device::hopper::WgmmaAccumulator>(p: WgmmaProbeParams) {
     use crate::device::hopper::{
-        SmemDesc, Swizzle, fence_proxy_async, smem_addr, wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_wait,
+        SmemDesc, Swizzle, fence_proxy_async, setmaxnreg_inc, smem_addr, wgmma_commit, wgmma_fence, wgmma_wait,
     };
+    let n = D::N;
     let t = thread_idx_x();
     let (a_mn, b_k) = (p.mode & 1 != 0, p.mode & 2 != 0);
+    if p.mode & 32 != 0 {
+        setmaxnreg_inc(if t / 32 == 1 { 240 } else { 232 });
+    }
     let smem = Shared::<half::bf16>::at(0, WGMMA_PROBE_SHARED_BYTES / 2);
     let mut e = t;
     while e < 64 * 16 {
@@ -189,9 +200,9 @@ pub fn wgmma(p: WgmmaProbeParams) {
         e += WGMMA_PROBE_THREADS;
     }
     let mut e = t;
-    while e < 16 * 128 {
-        let (k, n) = (e / 128, e % 128);
-        smem.store(canonical(WGMMA_PROBE_B_AT, n, k, !b_k, 2048) / 2, p.b.load(e as usize));
+    while e < 16 * n {
+        let (k, c) = (e / n, e % n);
+        smem.store(canonical(WGMMA_PROBE_B_AT, c, k, !b_k, 2048) / 2, p.b.load(e as usize));
         e += WGMMA_PROBE_THREADS;
     }
     // The stores are generic-proxy writes that wgmma (the async proxy) reads.
@@ -201,25 +212,30 @@ pub fn wgmma(p: WgmmaProbeParams) {
     let a_at = if p.mode & 8 != 0 && t / 32 == 1 { 16 } else { 0 };
     let a = SmemDesc::new(smem_addr(a_at), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
     let b = SmemDesc::new(smem_addr(WGMMA_PROBE_B_AT), if b_k { 16 } else { 2048 }, 1024, Swizzle::B128);
-    let mut d = [0.0f32; 64];
+    let mut d = D::ZERO;
     wgmma_fence();
     match (a_mn, b_k) {
-        (false, false) => wgmma_m64n128k16::<half::bf16, 0, 1>(&mut d, a, b, false),
-        (false, true) => wgmma_m64n128k16::<half::bf16, 0, 0>(&mut d, a, b, false),
-        (true, false) => wgmma_m64n128k16::<half::bf16, 1, 1>(&mut d, a, b, false),
-        (true, true) => wgmma_m64n128k16::<half::bf16, 1, 0>(&mut d, a, b, false),
+        (false, false) => d.mma::<half::bf16, 0, 1>(a, b, false),
+        (false, true) => d.mma::<half::bf16, 0, 0>(a, b, false),
+        (true, false) => d.mma::<half::bf16, 1, 1>(a, b, false),
+        (true, true) => d.mma::<half::bf16, 1, 0>(a, b, false),
     }
     wgmma_commit();
     wgmma_wait::<0>();
     let (warp, lane) = (t / 32, t % 32);
     let (g, tq) = (lane / 4, lane % 4);
-    crate::gemm::unroll8!(hi < 8 => {
-        crate::gemm::unroll8!(lo < 8 => {
-            let r = 8 * hi + lo;
-            let (n8, j) = (r as u32 / 4, r as u32 % 4);
-            let row = 16 * warp + g + 8 * (j / 2);
-            let col = 8 * n8 + 2 * tq + j % 2;
-            p.d.store((row * 128 + col) as usize, d[r]);
+    let d = d.as_ref();
+    crate::gemm::unroll8!(h < 2 => {
+        crate::gemm::unroll8!(hi < 8 => {
+            crate::gemm::unroll8!(lo < 8 => {
+                let r = 64 * h + 8 * hi + lo;
+                if r < d.len() {
+                    let (n8, j) = (r as u32 / 4, r as u32 % 4);
+                    let row = 16 * warp + g + 8 * (j / 2);
+                    let col = 8 * n8 + 2 * tq + j % 2;
+                    p.d.store((row * n + col) as usize, d[r]);
+                }
+            });
         });
     });
 }

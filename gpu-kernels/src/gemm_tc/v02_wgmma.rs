@@ -3,20 +3,25 @@
 //! blocks in plain row-major order. Not measured yet (no GPU run).
 
 use super::TcParams;
-use super::wgmma::{self, WgmmaTiling};
+use super::wgmma::{self, WgmmaTiling, WgmmaVersion};
 use crate::device::mma::MmaInput;
 
-const CONSUMERS: u32 = 2;
+pub struct V02;
 
-pub const TILING: WgmmaTiling = wgmma::tiling(CONSUMERS);
+impl WgmmaVersion for V02 {
+    const TILING: WgmmaTiling = wgmma::tiling(2, 128);
+    type Acc = [f32; 64];
+}
+
+pub const TILING: WgmmaTiling = V02::TILING;
 
 #[inline(always)]
 pub fn run<T: MmaInput>(p: TcParams<T>) {
-    wgmma::run::<T, CONSUMERS, 0, 0>(p)
+    wgmma::run::<T, V02, 0>(p)
 }
 
 /// v02 with deliberate bug `BUG` ([`wgmma::bug`]), for the harness tests.
 #[inline(always)]
 pub fn run_bug<T: MmaInput, const BUG: u32>(p: TcParams<T>) {
-    wgmma::run::<T, CONSUMERS, 0, BUG>(p)
+    wgmma::run::<T, V02, BUG>(p)
 }

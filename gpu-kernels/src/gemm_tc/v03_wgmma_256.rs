@@ -13,15 +13,19 @@
 //! (66 MB), about 1 GB in all. Predicted: at or above v02; to be measured.
 
 use super::TcParams;
-use super::wgmma::{self, WgmmaTiling};
+use super::wgmma::{self, WgmmaTiling, WgmmaVersion};
 use crate::device::mma::MmaInput;
 
-const CONSUMERS: u32 = 4;
-const GROUP_M: u32 = 8;
+pub struct V03;
 
-pub const TILING: WgmmaTiling = wgmma::tiling(CONSUMERS);
+impl WgmmaVersion for V03 {
+    const TILING: WgmmaTiling = wgmma::tiling(4, 128).grouped(8);
+    type Acc = [f32; 64];
+}
+
+pub const TILING: WgmmaTiling = V03::TILING;
 
 #[inline(always)]
 pub fn run<T: MmaInput>(p: TcParams<T>) {
-    wgmma::run::<T, CONSUMERS, GROUP_M, 0>(p)
+    wgmma::run::<T, V03, 0>(p)
 }

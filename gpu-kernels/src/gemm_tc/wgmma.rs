@@ -1,33 +1,40 @@
 //! The Hopper GEMM engine the wgmma versions share (sm_90a): TMA loads into a 4-stage shared
-//! ring guarded by mbarriers, one producer warpgroup and `CONSUMERS` consumer warpgroups (warp
-//! specialization), and `wgmma.mma_async` m64n128k16 reading both operands straight from
-//! 128-byte-swizzled shared memory. Each version is a [`WgmmaTiling`] and a block order.
+//! ring guarded by mbarriers, one producer warpgroup and `consumers` consumer warpgroups (warp
+//! specialization), and `wgmma.mma_async` m64nBNk16 (BN = 128 or 256) reading both operands
+//! straight from 128-byte-swizzled shared memory. Each version is a [`WgmmaVersion`]: a
+//! [`WgmmaTiling`] (tiles, block order, register split) and its accumulator type.
 //!
 //! # Thread mapping
-//! `(CONSUMERS + 1) x 128` threads. Warpgroups `0 .. CONSUMERS` are consumers: warpgroup `w`
-//! owns rows `64 w .. 64 w + 63` of the block's `64 CONSUMERS x 128` C tile, 64 f32
+//! `(consumers + 1) x 128` threads. Warpgroups `0 .. consumers` are consumers: warpgroup `w`
+//! owns rows `64 w .. 64 w + 63` of the block's `64 consumers x BN` C tile, BN / 2 f32
 //! accumulators per thread (the wgmma D layout, `device::hopper`). The last warpgroup is the
 //! producer: its first thread issues every TMA load; its other threads exit at once.
 //!
+//! # Registers
+//! With `producer_regs` set, the producer warpgroup gives registers back with `setmaxnreg.dec`
+//! and the consumers take them with `setmaxnreg.inc` (the build declares one block per SM,
+//! `.minnctapersm 1`, which sets the count at entry to 65536 / threads rounded down to 8;
+//! [`WgmmaTiling::check`] keeps the split within the register file).
+//!
 //! # Block order
-//! With `GROUP_M = 0` block (x, y) computes C tile (row y, column x). Otherwise the blocks,
-//! numbered row-major, walk groups of `GROUP_M` tile rows column by column, so the blocks
+//! With `group_m = 0` block (x, y) computes C tile (row y, column x). Otherwise the blocks,
+//! numbered row-major, walk groups of `group_m` tile rows column by column, so the blocks
 //! running at once share A rows and B columns in L2 instead of each wave streaming all of B.
 //!
 //! # Pipeline
 //! Stage `s` of k-step `i` (`s = i % stages`, round `r = i / stages`): the producer waits
 //! until `empty[s]` completed phase `r - 1` (round 0 passes at once: parity `(r & 1) ^ 1`),
 //! announces the stage's bytes on `full[s]`, and issues the A box (64 k x BM rows) and two
-//! B boxes (64 columns x 64 k each). Consumers wait for `full[s]` phase `r`, issue four
+//! `BN / 64` B boxes (64 columns x 64 k each). Consumers wait for `full[s]` phase `r`, issue four
 //! wgmmas (k 16 each), commit, and wait until at most one group is in flight; the stage of
 //! the previous k-step is then free, and lane 0 of each consumer warp arrives on its
-//! `empty` barrier (4 CONSUMERS arrivals complete a phase).
+//! `empty` barrier (`4 consumers` arrivals complete a phase).
 //!
 //! # Shared layout (per stage, 1024-byte aligned, 128-byte swizzle)
 //! A as stored: BM rows x 128 bytes (K-major: 64 k per row), SBO = 1024 (8 rows); A
 //! transposed (stored K x M): panels of 64 k-rows x 128 bytes (M-major), one per consumer.
-//! B as stored: two panels of 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024
-//! (8 k-rows), LBO = 8192 (next 64 columns); B transposed (stored N x K): 128 rows x 128
+//! B as stored: BN / 64 panels of 64 k-rows x 128 bytes (N-major: 64 columns per row), SBO = 1024
+//! (8 k-rows), LBO = 8192 (next 64 columns); B transposed (stored N x K): BN rows x 128
 //! bytes, K-major. A k-step of 16 advances a K-major start by 32 bytes, an MN-major one by
 //! 2048 (16 rows).
 //!
@@ -37,8 +44,8 @@
 
 use super::TcParams;
 use crate::device::hopper::{
-    Mbarrier, SmemDesc, Swizzle, TensorMap, fence_mbarrier_init, fence_tensormap_acquire, smem_addr, tma_load_2d,
-    wgmma_commit, wgmma_fence, wgmma_m64n128k16, wgmma_wait,
+    Mbarrier, SmemDesc, Swizzle, TensorMap, WgmmaAccumulator, fence_mbarrier_init, fence_tensormap_acquire,
+    setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_wait,
 };
 use crate::device::mma::MmaInput;
 use crate::device::thread::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x};
@@ -52,6 +59,11 @@ pub struct WgmmaTiling {
     pub bk: u32,
     pub stages: u32,
     pub consumers: u32,
+    /// Tile rows per group in the block order (0: row-major; see "Block order").
+    pub group_m: u32,
+    /// `setmaxnreg` counts of the producer and of the consumers (0: no redistribution).
+    pub producer_regs: u32,
+    pub consumer_regs: u32,
 }
 
 impl WgmmaTiling {
@@ -96,10 +108,29 @@ impl WgmmaTiling {
     pub const fn b_box(self, trans: bool) -> [u32; 2] {
         if trans { [self.bk, self.bn] } else { [64, self.bk] }
     }
+    /// Registers per thread at entry when the build declares one block per SM: 65536 over the
+    /// threads, rounded down to the allocation unit of 8.
+    pub const fn entry_regs(self) -> u32 {
+        65536 / self.threads() / 8 * 8
+    }
+    pub const fn uses_setmaxnreg(self) -> bool {
+        self.producer_regs != 0
+    }
     pub const fn check(self) -> Self {
         assert!(self.bk * 2 == 128, "a k-step is one 128-byte swizzle row of A (64 halves)");
         assert!(self.bm == 64 * self.consumers, "each consumer warpgroup owns 64 rows");
-        assert!(self.bn == 128, "the consumers issue m64n128k16");
+        assert!(self.bn == 128 || self.bn == 256, "the consumers issue m64n128k16 or m64n256k16");
+        if self.uses_setmaxnreg() {
+            let (p, c) = (self.producer_regs, self.consumer_regs);
+            assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
+            assert!(
+                p <= self.entry_regs() && c >= self.entry_regs(),
+                "the producer gives registers, the consumers take them"
+            );
+            assert!((p + c * self.consumers) * 128 <= 65536, "the split must fit the 65536-register file");
+        } else {
+            assert!(self.consumer_regs == 0, "consumer_regs without producer_regs");
+        }
         assert!(self.bm <= 256 && self.bk <= 256, "TMA boxes are at most 256 per dimension");
         assert!(self.stage_bytes().is_multiple_of(1024), "stages keep the 1024-byte swizzle period");
         assert!(self.stages >= 2, "a ring needs two stages");
@@ -109,25 +140,103 @@ impl WgmmaTiling {
     }
 }
 
-/// The tiling of an engine with `consumers` consumer warpgroups: `64 consumers x 128 x 64`
-/// tiles, 4 stages.
-pub const fn tiling(consumers: u32) -> WgmmaTiling {
-    WgmmaTiling { bm: 64 * consumers, bn: 128, bk: 64, stages: 4, consumers }.check()
+/// The tiling of an engine with `consumers` consumer warpgroups issuing m64n`bn`k16:
+/// `64 consumers x bn x 64` tiles, 4 stages, row-major block order, no register split.
+pub const fn tiling(consumers: u32, bn: u32) -> WgmmaTiling {
+    WgmmaTiling { bm: 64 * consumers, bn, bk: 64, stages: 4, consumers, group_m: 0, producer_regs: 0, consumer_regs: 0 }
+        .check()
 }
 
-/// The block's C tile (row, column) for `GROUP_M` (see "Block order").
+impl WgmmaTiling {
+    /// The same tiling with grouped block order.
+    pub const fn grouped(self, group_m: u32) -> Self {
+        WgmmaTiling { group_m, ..self }.check()
+    }
+    /// The same tiling with the producer/consumer register split.
+    pub const fn registers(self, producer_regs: u32, consumer_regs: u32) -> Self {
+        WgmmaTiling { producer_regs, consumer_regs, ..self }.check()
+    }
+}
+
+/// One version of the engine: its tiling and the accumulator type of its wgmma shape.
+pub trait WgmmaVersion {
+    const TILING: WgmmaTiling;
+    /// `[f32; 64]` for m64n128k16, `[f32; 128]` for m64n256k16.
+    type Acc: WgmmaAccumulator;
+}
+
+/// The block's C tile (row, column) for `group_m` (see "Block order").
 #[inline(always)]
-fn tile_of<const GROUP_M: u32>() -> (u32, u32) {
-    if GROUP_M == 0 {
+fn tile_of(group_m: u32) -> (u32, u32) {
+    if group_m == 0 {
         return (block_idx_y(), block_idx_x());
     }
     let (tiles_n, tiles_m) = (grid_dim_x(), grid_dim_y());
     let pid = block_idx_y() * tiles_n + block_idx_x();
-    let per_group = GROUP_M * tiles_n;
-    let first_m = (pid / per_group) * GROUP_M;
-    let rows = (tiles_m - first_m).min(GROUP_M);
+    let per_group = group_m * tiles_n;
+    let first_m = (pid / per_group) * group_m;
+    let rows = (tiles_m - first_m).min(group_m);
     let in_group = pid % per_group;
     (first_m + in_group % rows, in_group / rows)
+}
+
+/// A consumer warpgroup's k-loop for one layout, given as the wgmma immediates: `IMM_A = 1`
+/// when A is stored transposed (M-major), `IMM_B = 1` when B is stored as is (N-major).
+/// Returns the accumulators after the last group completed.
+#[inline(always)]
+fn mainloop<T: MmaInput, V: WgmmaVersion, const BUG: u32, const IMM_A: u32, const IMM_B: u32>(
+    steps: u32,
+    t: u32,
+) -> V::Acc {
+    let tiling = const { V::TILING };
+    let stages = tiling.stages;
+    let full = |s: u32| Mbarrier::at(tiling.full_bar(s));
+    let empty = |s: u32| Mbarrier::at(tiling.empty_bar(s));
+    let wg = t / 128;
+    let mut acc = V::Acc::ZERO;
+    let mut i = 0;
+    while i < steps {
+        let (s, round) = (i % stages, i / stages);
+        if BUG != bug::NO_FULL_WAIT {
+            full(s).wait(round & 1);
+        }
+        wgmma_fence();
+        let a_swizzle = if BUG == bug::A_LAYOUT { Swizzle::B64 } else { Swizzle::B128 };
+        // K-major tiles (A as stored, B transposed): 128-byte rows of 64 k, a k-step is 32
+        // bytes on. MN-major ones (A transposed, B as stored): panels of 64 k-rows, a k-step is
+        // 16 rows (2048 bytes) on, the next 64 columns a panel (LBO) on.
+        let (a, a_step) = if IMM_A == 0 {
+            (SmemDesc::new(smem_addr(tiling.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle), 32)
+        } else {
+            let panel = tiling.a_offset(s) + wg * tiling.panel_bytes();
+            (SmemDesc::new(smem_addr(panel), tiling.panel_bytes(), 1024, a_swizzle), 2048)
+        };
+        let (b, b_step) = if IMM_B == 1 {
+            (SmemDesc::new(smem_addr(tiling.b_offset(s)), tiling.panel_bytes(), 1024, Swizzle::B128), 2048)
+        } else {
+            (SmemDesc::new(smem_addr(tiling.b_offset(s)), 16, 1024, Swizzle::B128), 32)
+        };
+        // Four wgmmas of k 16: `bk` is 64 (`WgmmaTiling::check`).
+        unroll8!(kk < 4 => {
+            let kk = kk as u32;
+            acc.mma::<T, IMM_A, IMM_B>(a.advance(a_step * kk), b.advance(b_step * kk), true);
+        });
+        wgmma_commit();
+        if BUG == bug::EARLY_RELEASE {
+            if t.is_multiple_of(32) {
+                empty(s).arrive();
+            }
+        } else {
+            // At most this step's group in flight: the previous step's stage is free.
+            wgmma_wait::<1>();
+            if i > 0 && t.is_multiple_of(32) {
+                empty((i - 1) % stages).arrive();
+            }
+        }
+        i += 1;
+    }
+    wgmma_wait::<0>();
+    acc
 }
 
 /// Deliberate bugs for the harness tests (`BUG` of [`run`]); 0 is the real kernel.
@@ -143,10 +252,12 @@ pub mod bug {
     pub const EARLY_RELEASE: u32 = 4;
 }
 
-/// The engine: `CONSUMERS` consumer warpgroups, block order `GROUP_M`, deliberate bug `BUG`.
+/// The engine for version `V`, with deliberate bug `BUG` (0: none).
 #[inline(always)]
-pub fn run<T: MmaInput, const CONSUMERS: u32, const GROUP_M: u32, const BUG: u32>(p: TcParams<T>) {
-    let tiling = const { tiling(CONSUMERS) };
+pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
+    let tiling = const { V::TILING };
+    const { assert!(V::Acc::N == V::TILING.bn, "the accumulator's wgmma shape is the tile width") };
+    let consumers = tiling.consumers;
     let stages = tiling.stages;
     let full = |s: u32| Mbarrier::at(tiling.full_bar(s));
     let empty = |s: u32| Mbarrier::at(tiling.empty_bar(s));
@@ -156,17 +267,20 @@ pub fn run<T: MmaInput, const CONSUMERS: u32, const GROUP_M: u32, const BUG: u32
         let mut s = 0;
         while s < stages {
             full(s).init(1);
-            empty(s).init(4 * CONSUMERS);
+            empty(s).init(4 * consumers);
             s += 1;
         }
         fence_mbarrier_init();
     }
     sync_threads();
     let steps = p.k.div_ceil(tiling.bk);
-    let (tile_m, tile_n) = tile_of::<GROUP_M>();
+    let (tile_m, tile_n) = tile_of(tiling.group_m);
     let (i0, j0) = (tile_m * tiling.bm, tile_n * tiling.bn);
 
-    if wg == CONSUMERS {
+    if wg == consumers {
+        if tiling.uses_setmaxnreg() {
+            setmaxnreg_dec(tiling.producer_regs);
+        }
         if t.is_multiple_of(128) {
             let a_map = TensorMap { addr: p.maps };
             let b_map = TensorMap { addr: p.maps + crate::device::hopper::TENSOR_MAP_BYTES as u64 };
@@ -206,66 +320,33 @@ pub fn run<T: MmaInput, const CONSUMERS: u32, const GROUP_M: u32, const BUG: u32
         return;
     }
 
-    let mut acc = [0.0f32; 64];
-    let mut i = 0;
-    while i < steps {
-        let (s, round) = (i % stages, i / stages);
-        if BUG != bug::NO_FULL_WAIT {
-            full(s).wait(round & 1);
-        }
-        wgmma_fence();
-        let a_swizzle = if BUG == bug::A_LAYOUT { Swizzle::B64 } else { Swizzle::B128 };
-        // K-major tiles (A as stored, B transposed): 128-byte rows of 64 k, a k-step is 32
-        // bytes on. MN-major ones (A transposed, B as stored): panels of 64 k-rows, a k-step is
-        // 16 rows (2048 bytes) on, the next 64 columns a panel (LBO) on.
-        let (a, a_step) = if p.trans_a == 0 {
-            (SmemDesc::new(smem_addr(tiling.a_offset(s) + wg * 64 * 128), 16, 1024, a_swizzle), 32)
-        } else {
-            let panel = tiling.a_offset(s) + wg * tiling.panel_bytes();
-            (SmemDesc::new(smem_addr(panel), tiling.panel_bytes(), 1024, a_swizzle), 2048)
-        };
-        let (b, b_step) = if p.trans_b == 0 {
-            (SmemDesc::new(smem_addr(tiling.b_offset(s)), tiling.panel_bytes(), 1024, Swizzle::B128), 2048)
-        } else {
-            (SmemDesc::new(smem_addr(tiling.b_offset(s)), 16, 1024, Swizzle::B128), 32)
-        };
-        let mut kk = 0;
-        while kk < tiling.bk / 16 {
-            let (ak, bk) = (a.advance(a_step * kk), b.advance(b_step * kk));
-            match (p.trans_a != 0, p.trans_b != 0) {
-                (false, false) => wgmma_m64n128k16::<T, 0, 1>(&mut acc, ak, bk, true),
-                (false, true) => wgmma_m64n128k16::<T, 0, 0>(&mut acc, ak, bk, true),
-                (true, false) => wgmma_m64n128k16::<T, 1, 1>(&mut acc, ak, bk, true),
-                (true, true) => wgmma_m64n128k16::<T, 1, 0>(&mut acc, ak, bk, true),
-            }
-            kk += 1;
-        }
-        wgmma_commit();
-        if BUG == bug::EARLY_RELEASE {
-            if t.is_multiple_of(32) {
-                empty(s).arrive();
-            }
-        } else {
-            // At most this step's group in flight: the previous step's stage is free.
-            wgmma_wait::<1>();
-            if i > 0 && t.is_multiple_of(32) {
-                empty((i - 1) % stages).arrive();
-            }
-        }
-        i += 1;
+    if tiling.uses_setmaxnreg() {
+        setmaxnreg_inc(tiling.consumer_regs);
     }
-    wgmma_wait::<0>();
+    // One main loop per layout, so no branch separates the wgmmas of a k-step (ptxas fences
+    // each wgmma whose accumulators arrive through control flow it cannot follow: C7519).
+    let acc = match (p.trans_a != 0, p.trans_b != 0) {
+        (false, false) => mainloop::<T, V, BUG, 0, 1>(steps, t),
+        (false, true) => mainloop::<T, V, BUG, 0, 0>(steps, t),
+        (true, false) => mainloop::<T, V, BUG, 1, 1>(steps, t),
+        (true, true) => mainloop::<T, V, BUG, 1, 0>(steps, t),
+    };
 
     // Epilogue: d[4 n8 + j] sits at row 16 warp + g + 8 (j / 2), column 8 n8 + 2 tq + j % 2.
     let (warp, lane) = ((t % 128) / 32, t % 32);
     let (g, tq) = (lane / 4, lane % 4);
-    unroll8!(hi < 8 => {
-        unroll8!(lo < 8 => {
-            let r = 8 * hi + lo;
-            let (n8, j) = (r as u32 / 4, r as u32 % 4);
-            let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
-            let col = j0 + 8 * n8 + 2 * tq + j % 2;
-            super::store(&p, row, col, acc[r]);
+    let acc = acc.as_ref();
+    unroll8!(h < 2 => {
+        unroll8!(hi < 8 => {
+            unroll8!(lo < 8 => {
+                let r = 64 * h + 8 * hi + lo;
+                if r < acc.len() {
+                    let (n8, j) = (r as u32 / 4, r as u32 % 4);
+                    let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
+                    let col = j0 + 8 * n8 + 2 * tq + j % 2;
+                    super::store(&p, row, col, acc[r]);
+                }
+            });
         });
     });
 }
