@@ -2,7 +2,9 @@
 //! the forward's semantics (bf16/f16 in and out, f32 accumulation, causal bottom-right aligned
 //! or not, `seq_q != seq_k`, GQA/MQA: dK and dV of a kv head sum over its query heads; a row
 //! the mask hides entirely contributes nothing). Layout and masking: see
-//! `gpu-kernels/src/attention/mod.rs`; the algorithm: `gpu-kernels/src/attention/bwd_v01_simt.rs`.
+//! `gpu-kernels/src/attention/mod.rs`; the algorithm: `gpu-kernels/src/attention/bwd_v01_simt.rs`
+//! (CUDA cores) and `bwd_v02_mma.rs` (tensor cores); [`attention_backward`] runs the highest
+//! version of [`BACKWARD_VERSIONS`] that has the head dim and the views' alignment.
 //!
 //! dQ sums contributions of every key block. [`BackwardOptions::deterministic`] picks how:
 //! - `false` (the default, as FlashAttention's): the dK/dV kernel adds its contributions to an
@@ -21,7 +23,9 @@
 use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape};
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
-pub use gpu_kernels::attention::{AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BackwardKernels};
+pub use gpu_kernels::attention::{
+    AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BackwardKernel, BackwardKernels,
+};
 use gpu_kernels::attention::{AttentionBwdParams, bwd_v01_simt};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
@@ -31,27 +35,37 @@ const OP: &str = "attention_backward";
 
 /// The input types the backward takes: bf16 and f16.
 pub trait BackwardFloat: AttentionFloat {
-    fn kernels(v: &AttentionBackwardVersion) -> &BackwardKernels<Self>;
+    fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self>;
 }
 impl BackwardFloat for bf16 {
-    fn kernels(v: &AttentionBackwardVersion) -> &BackwardKernels<Self> {
-        &v.bf16
+    fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self> {
+        &k.bf16
     }
 }
 impl BackwardFloat for f16 {
-    fn kernels(v: &AttentionBackwardVersion) -> &BackwardKernels<Self> {
-        &v.f16
+    fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self> {
+        &k.f16
     }
 }
 
-/// Looks a backward version up by name (`v01_simt`).
+/// Looks a backward version up by name (`v01_simt`, `v02_mma`).
 pub fn version(name: &str) -> Option<&'static AttentionBackwardVersion> {
     BACKWARD_VERSIONS.iter().find(|v| v.name == name)
 }
 
-/// The version [`attention_backward`] runs: the highest rung supporting `head_dim`.
-pub fn default_version(head_dim: usize) -> Option<&'static AttentionBackwardVersion> {
-    BACKWARD_VERSIONS.iter().rev().find(|v| v.head_dims.iter().any(|&d| d as usize == head_dim))
+/// The version [`attention_backward`] runs for `head_dim` when the views are (`aligned16`) or
+/// are not all 16-byte aligned: the highest rung that supports it, or `None` when none does.
+pub fn default_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().rev().find(|v| v.kernel(head_dim).is_some_and(|k| aligned16 || !k.align16))
+}
+
+/// Every head dim some version supports, for error messages.
+fn supported_dims() -> String {
+    BACKWARD_VERSIONS
+        .iter()
+        .map(|v| format!("{}: {}", v.name, v.head_dims().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The backward's inputs: the forward's (`q`, `k`, `v`, shape, mask, scale), its outputs `o`
@@ -84,15 +98,19 @@ pub struct BackwardOptions {
     pub deterministic: bool,
 }
 
-/// dQ, dK, dV with the highest version that supports the head dim.
+/// dQ, dK, dV with the highest version that supports the head dim and the views' alignment.
 pub fn attention_backward<T: BackwardFloat>(
     ctx: &Context,
     input: AttentionBackwardInput<'_, T>,
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let v = default_version(input.shape.head_dim).ok_or_else(|| {
-        Error::invalid(OP, format!("head_dim = {} is not supported (v01_simt: 32, 64, 96, 128)", input.shape.head_dim))
+    let i = &input;
+    let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
+        .iter()
+        .all(|a| a.is_multiple_of(16));
+    let v = default_version(input.shape.head_dim, aligned).ok_or_else(|| {
+        Error::invalid(OP, format!("head_dim = {} is not supported ({})", input.shape.head_dim, supported_dims()))
     })?;
     attention_backward_with(ctx, v, input, grads, opts)
 }
@@ -121,13 +139,19 @@ pub fn attention_backward_with<T: BackwardFloat>(
         m.check_context(ctx, OP)?;
     }
     attention::check_shape_for(OP, &s)?;
-    if !version.head_dims.iter().any(|&d| d as usize == s.head_dim) {
-        let dims: Vec<String> = version.head_dims.iter().map(|d| d.to_string()).collect();
+    let Some(kernel) = version.kernel(s.head_dim) else {
+        let dims: Vec<String> = version.head_dims().map(|d| d.to_string()).collect();
         return Err(Error::invalid(
             OP,
-            format!("head_dim = {}: {} supports {}", s.head_dim, version.name, dims.join(", ")),
+            format!(
+                "head_dim = {}: {} supports {} (all versions: {})",
+                s.head_dim,
+                version.name,
+                dims.join(", "),
+                supported_dims()
+            ),
         ));
-    }
+    };
     for (name, got, want) in [
         ("q", q.len(), s.q_len()),
         ("k", k.len(), s.kv_len()),
@@ -143,19 +167,40 @@ pub fn attention_backward_with<T: BackwardFloat>(
             return Err(Error::invalid(OP, format!("{name} has {got} elements but the shape {s:?} needs {want}")));
         }
     }
+    if kernel.align16 {
+        for (name, addr) in [
+            ("q", q.addr()),
+            ("k", k.addr()),
+            ("v", v.addr()),
+            ("d_o", d_o.addr()),
+            ("dq", dq.addr()),
+            ("dk", dk.addr()),
+            ("dv", dv.addr()),
+        ] {
+            if !addr.is_multiple_of(16) {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies and stores 16-byte rows; pass aligned views or run v01_simt",
+                        version.name
+                    ),
+                ));
+            }
+        }
+    }
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass the forward's finite scale")));
     }
     let rows = s.lse_len();
-    let kt = version.threads as usize;
-    let pre_blocks = grid_x("preprocess", rows.div_ceil(version.preprocess_rows as usize))?;
+    let kt = kernel.threads as usize;
+    let pre_blocks = grid_x("preprocess", rows.div_ceil(kernel.preprocess_rows as usize))?;
     let conv_blocks = grid_x("dq_convert", s.q_len().div_ceil(kt))?;
     if s.batch == 0 || s.heads == 0 {
         return Ok(());
     }
     let atomic = !opts.deterministic;
-    let kernels = T::kernels(version);
+    let kernels = T::kernels(kernel);
     let words = rows + if atomic { s.q_len() } else { 0 };
     ctx.with_scratch(words.max(1), |scratch| {
         let params = AttentionBwdParams {
@@ -180,22 +225,22 @@ pub fn attention_backward_with<T: BackwardFloat>(
             dv: dv.global_mut(),
             scratch: scratch.as_f32(),
         };
-        let block = Dim3::x(version.threads);
+        let block = Dim3::x(kernel.threads);
         if rows > 0 {
             let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block, shared_bytes: 0 };
             ctx.launch(kernels.preprocess, cfg, params)?;
         }
         if s.seq_k > 0 {
-            let grid = Dim3::new(s.seq_k.div_ceil(version.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
-            ctx.launch(kernels.dkdv, LaunchConfig { grid, block, shared_bytes: version.shared_bytes }, params)?;
+            let grid = Dim3::new(s.seq_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
+            ctx.launch(kernels.dkdv, LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes }, params)?;
         }
         if rows > 0 {
             if atomic {
                 let cfg = LaunchConfig { grid: Dim3::x(conv_blocks), block, shared_bytes: 0 };
                 ctx.launch(kernels.dq_convert, cfg, params)?;
             } else {
-                let grid = Dim3::new(s.seq_q.div_ceil(version.block_q as usize) as u32, s.heads as u32, s.batch as u32);
-                ctx.launch(kernels.dq, LaunchConfig { grid, block, shared_bytes: version.shared_bytes }, params)?;
+                let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
+                ctx.launch(kernels.dq, LaunchConfig { grid, block, shared_bytes: kernel.dq_shared_bytes }, params)?;
             }
         }
         Ok(())
@@ -396,11 +441,8 @@ pub fn check_backward(
 ) -> Result<Report> {
     let version = match version {
         Some(v) => v,
-        None => default_version(case.shape.head_dim).ok_or_else(|| {
-            Error::invalid(
-                OP,
-                format!("head_dim = {} is not supported (v01_simt: 32, 64, 96, 128)", case.shape.head_dim),
-            )
+        None => default_version(case.shape.head_dim, true).ok_or_else(|| {
+            Error::invalid(OP, format!("head_dim = {} is not supported ({})", case.shape.head_dim, supported_dims()))
         })?,
     };
     match case.dtype {

@@ -2,16 +2,18 @@
 //! (max error at most 3x the naive low-precision backward's, plus a tiny atol), on the emulator
 //! always and the GPU when present: odd and unequal lengths, causal (bottom-right aligned) and
 //! not, grouped-query and multi-query heads, fully masked rows, head dims 64 and 128, both dQ
-//! paths (f32 atomics, deterministic); plus the deterministic path's bitwise reproducibility and
-//! a deliberately wrong variant (the `D_i` term left out) the check must reject.
+//! paths (f32 atomics, deterministic); every version of the ladder that has the head dim; plus
+//! the deterministic path's bitwise reproducibility, the launcher's version choice, and
+//! deliberately wrong variants (the `D_i` term left out; a mis-laid `dS^T` mma fragment) the
+//! check must reject.
 
 mod common;
 
 use ferrokern::DType;
 use ferrokern::attention::AttentionShape;
 use ferrokern::attention_backward::{
-    AttentionBackwardCase, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS, BUG_BWD_NO_D, check_backward,
-    run_case,
+    AttentionBackwardCase, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS, BUG_BWD_NO_D,
+    BUG_BWD_V02_SWAPPED_DS, check_backward, default_version, run_case, version,
 };
 use ferrokern::{Context, Float};
 use proptest::prelude::*;
@@ -20,6 +22,11 @@ fn run(ctx: &Context, v: &AttentionBackwardVersion, case: AttentionBackwardCase)
     let r =
         check_backward(ctx, &case, Some(v)).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
     assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
+/// The versions that support `head_dim`.
+fn versions_for(head_dim: usize) -> impl Iterator<Item = &'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().filter(move |v| v.kernel(head_dim).is_some())
 }
 
 fn shape(batch: usize, heads: usize, kv_heads: usize, seq_q: usize, seq_k: usize, head_dim: usize) -> AttentionShape {
@@ -45,7 +52,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         for ctx in common::property_backends("attention_backward_matches_reference", common::cases(CASES)) {
-            for v in BACKWARD_VERSIONS {
+            for v in versions_for(head_dim) {
                 let case = AttentionBackwardCase {
                     dtype, shape: shape(batch, heads, kv_heads, seq_q, seq_k, head_dim), causal, deterministic, seed,
                 };
@@ -59,8 +66,8 @@ proptest! {
 fn attention_backward_named_lengths() {
     let mut n = 0;
     for ctx in common::backends("attention_backward_named_lengths") {
-        for v in BACKWARD_VERSIONS {
-            for head_dim in [64, 128] {
+        for head_dim in [64, 128] {
+            for v in versions_for(head_dim) {
                 for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
                     for causal in [false, true] {
                         // One dtype and dQ path per (length, mask) at each head dim, alternating,
@@ -83,9 +90,9 @@ fn attention_backward_named_lengths() {
 #[test]
 fn multi_query_and_other_head_dims() {
     let ctx = Context::emulator();
-    for v in BACKWARD_VERSIONS {
-        // MQA: every query head shares one kv head; head dims 32 and 96 (v01 has them too).
-        for (head_dim, deterministic) in [(64, false), (32, true), (96, false)] {
+    // MQA: every query head shares one kv head; head dims 32 and 96 (v01 only) too.
+    for (head_dim, deterministic) in [(64, false), (128, true), (32, true), (96, false)] {
+        for v in versions_for(head_dim) {
             let s = shape(2, 3, 1, 41, 57, head_dim);
             for causal in [false, true] {
                 run(&ctx, v, AttentionBackwardCase { dtype: DType::BF16, shape: s, causal, deterministic, seed: 9 });
@@ -174,4 +181,40 @@ fn a_missing_d_term_is_rejected() {
         println!("missing D_i term rejected (deterministic = {deterministic}): {r}");
         run(&ctx, &BACKWARD_VERSIONS[0], case);
     }
+}
+
+#[test]
+fn a_mis_laid_ds_fragment_is_rejected() {
+    // v02's dK += dS^T Q with the dS^T A fragment's registers 1 and 2 swapped (keys g + 8 and
+    // queries 2t + 8 exchanged): every value is a real dS entry, only the layout is wrong.
+    let ctx = Context::emulator();
+    let v02 = version("v02_mma").expect("v02_mma is in the ladder");
+    for deterministic in [false, true] {
+        for causal in [false, true] {
+            let case = AttentionBackwardCase {
+                dtype: DType::BF16,
+                shape: shape(1, 2, 1, 40, 50, 64),
+                causal,
+                deterministic,
+                seed: 18,
+            };
+            let r = check_backward(&ctx, &case, Some(&BUG_BWD_V02_SWAPPED_DS)).expect("it runs");
+            assert!(!r.passed(), "the mis-laid dS^T fragment passed the check: {r}");
+            println!("mis-laid dS^T fragment rejected (causal = {causal}, deterministic = {deterministic}): {r}");
+            run(&ctx, v02, case);
+        }
+    }
+}
+
+#[test]
+fn the_launcher_picks_the_highest_version_that_fits() {
+    assert_eq!(BACKWARD_VERSIONS.last().map(|v| v.name), Some("v02_mma"));
+    for d in [64, 128] {
+        assert_eq!(default_version(d, true).map(|v| v.name), Some("v02_mma"), "head dim {d}");
+        assert_eq!(default_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned views");
+    }
+    for d in [32, 96] {
+        assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
+    }
+    assert!(default_version(256, true).is_none(), "no backward version has head dim 256");
 }

@@ -613,13 +613,17 @@ enum BwdWay {
     NanScale,
     ForeignDv,
     ForeignCall,
+    /// v02_mma chosen explicitly with a d_o view one element (2 bytes) past a 16-byte boundary.
+    MisalignedDoV02,
 }
 
 /// An attention backward (2 heads over 1 kv head, 9 queries, 11 keys, head dim 64, bf16)
 /// broken the way `way` says. The gradients must stay untouched.
 fn attention_backward_case(way: BwdWay) -> Outcome {
     use ferrokern::attention::AttentionShape;
-    use ferrokern::attention_backward::{AttentionBackwardInput, AttentionGrads, BackwardOptions, attention_backward};
+    use ferrokern::attention_backward::{
+        AttentionBackwardInput, AttentionGrads, BackwardOptions, attention_backward, attention_backward_with, version,
+    };
     let ctx = Context::emulator();
     let other = Context::emulator();
     let mut s = AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 9, seq_k: 11, head_dim: 64 };
@@ -641,14 +645,15 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
         BwdWay::HeadDim48 => s.head_dim = 48,
         BwdWay::HeadsNotMultiple => s.kv_heads = 3,
         BwdWay::NanScale => scale = Some(f32::NAN),
-        BwdWay::ForeignDv | BwdWay::ForeignCall => {}
+        BwdWay::ForeignDv | BwdWay::ForeignCall | BwdWay::MisalignedDoV02 => {}
     }
+    let d_o_start = if matches!(way, BwdWay::MisalignedDoV02) { 1 } else { 0 };
     let input = AttentionBackwardInput {
         q: q.view(0..ql).unwrap(),
         k: kv.as_view(),
         v: kv.as_view(),
         o: q.view(0..ql).unwrap(),
-        d_o: q.view(0..do_len).unwrap(),
+        d_o: q.view(d_o_start..d_o_start + do_len).unwrap(),
         lse: lse.view(0..lse_len).unwrap(),
         shape: s,
         causal: true,
@@ -658,7 +663,12 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
     let grads =
         AttentionGrads { dq: dq.view_mut(0..dq_len).unwrap(), dk: dk.view_mut(0..dk_len).unwrap(), dv: dv_view };
     let on = if matches!(way, BwdWay::ForeignCall) { &other } else { &ctx };
-    let r = attention_backward(on, input, grads, BackwardOptions::default());
+    let r = if matches!(way, BwdWay::MisalignedDoV02) {
+        let v02 = version("v02_mma").expect("v02_mma is in the backward ladder");
+        attention_backward_with(on, v02, input, grads, BackwardOptions::default())
+    } else {
+        attention_backward(on, input, grads, BackwardOptions::default())
+    };
     outcome(
         r,
         [still_fresh("dq", &dq), still_fresh("dk", &dk), still_fresh("dv", &dv), still_fresh("dv_other", &dv_other)],
@@ -958,6 +968,12 @@ fn other_table() -> Vec<Case> {
         case("attention_backward: called on another context", WrongContext, &["attention_backward"], || {
             attention_backward_case(BwdWay::ForeignCall)
         }),
+        case(
+            "attention_backward: v02_mma with a misaligned d_o",
+            Invalid,
+            &["attention_backward", "d_o starts at", "not 16-byte aligned", "v01_simt"],
+            || attention_backward_case(BwdWay::MisalignedDoV02),
+        ),
         // attention_varlen: offset tables
         case(
             "attention_varlen: non-monotone cu_seqlens_q",

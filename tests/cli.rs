@@ -525,7 +525,12 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
     let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
     let r = verify(&with(&["--head-dim", "64", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("deterministic=false"), "{r}");
-    assert!(r.last_line().starts_with("PASS") && r.stdout.contains("version=v01_simt"), "{r}");
+    assert!(r.last_line().starts_with("PASS") && r.stdout.contains("version=v02_mma"), "{r}");
+    // Every version is reachable by name (v01 has head dims 32 and 96 too).
+    let r = verify(&with(&["--head-dim", "64", "--dtype", "f16", "--kernel", "v01_simt"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.last_line().starts_with("PASS"), "{r}");
+    let r = verify(&with(&["--head-dim", "128", "--dtype", "bf16", "--kernel", "v02_mma", "--deterministic"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v02_mma") && r.last_line().starts_with("PASS"), "{r}");
     let r = verify(&with(&["--head-dim", "128", "--dtype", "f16", "--deterministic"]));
     assert!(r.code == 0 && r.stdout.contains("deterministic=true"), "--deterministic: {r}");
     assert!(r.last_line().starts_with("PASS"), "--deterministic: {r}");
@@ -535,8 +540,12 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
     assert_refused(&refused(&["--head-dim", "64", "--dtype", "f32"]), &["bf16 or f16"]);
     assert_refused(&refused(&["--head-dim", "64", "--dtype", "bf16", "--len", "3"]), &["remove --len"]);
     assert_refused(
-        &refused(&["--head-dim", "64", "--dtype", "bf16", "--kernel", "v02_mma"]),
-        &["unknown attention_backward version `v02_mma`", "v01_simt"],
+        &refused(&["--head-dim", "64", "--dtype", "bf16", "--kernel", "v03"]),
+        &["unknown attention_backward version `v03`", "v01_simt, v02_mma"],
+    );
+    assert_refused(
+        &refused(&["--head-dim", "96", "--dtype", "bf16", "--kernel", "v02_mma"]),
+        &["head_dim = 96", "v02_mma supports 64, 128"],
     );
     assert_refused(
         &[

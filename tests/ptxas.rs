@@ -245,40 +245,55 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
 
 #[test]
 fn attention_backward_kernels_have_no_spills_or_local_memory() {
-    use ferrokern::attention_backward::{BACKWARD_VERSIONS, BUG_BWD_NO_D};
+    use ferrokern::attention_backward::{BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS};
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
     for (arch, ptx) in ferrokern::PTX {
         let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
         let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
         let _ = std::fs::remove_file(cubin);
-        for v in BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D]) {
-            let ks = [&v.bf16.preprocess.name, &v.bf16.dkdv.name, &v.bf16.dq.name, &v.bf16.dq_convert.name]
-                .into_iter()
-                .chain([&v.f16.preprocess.name, &v.f16.dkdv.name, &v.f16.dq.name, &v.f16.dq_convert.name]);
-            for &k in ks {
-                let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
-                let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
-                let get = |c: &str| m.get(c).copied().unwrap_or(0);
-                // dK, dV (and the dQ partials) are register arrays indexed by constants only.
-                assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
-                assert!(
-                    r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0,
-                    "{arch} {k}: spills or a stack frame: {r:?}"
-                );
-                println!(
-                    "{arch} {k}: {} registers, {} FFMA, {} BAR, {} global atomics, no local memory, no spills",
-                    r.registers,
-                    get("FFMA"),
-                    get("BAR"),
-                    get("RED") + get("ATOM") + get("REDG") + get("ATOMG"),
-                );
-                if k.contains("dkdv") {
-                    // The atomic dQ path is compiled in (it runs when `atomic_dq` is set).
+        for v in BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS]) {
+            for kernel in v.kernels {
+                let d = kernel.head_dims[0];
+                let ks =
+                    kernel.bf16.all().into_iter().map(|k| k.name).chain(kernel.f16.all().into_iter().map(|k| k.name));
+                for k in ks {
+                    let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+                    let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
+                    let get = |c: &str| m.get(c).copied().unwrap_or(0);
+                    // dK, dV (and the dQ partials) are register arrays indexed by constants only.
+                    assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+                    assert!(
+                        r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0,
+                        "{arch} {k}: spills or a stack frame: {r:?}"
+                    );
                     let atomics = get("RED") + get("ATOM") + get("REDG") + get("ATOMG");
-                    assert!(atomics >= 1, "{arch} {k}: no atomic add for dQ in {m:?}");
+                    println!(
+                        "{arch} {k}: {} registers, {} HMMA, {} LDSM, {} LDGSTS, {} FFMA, {} BAR, {atomics} global atomics, no local memory, no spills",
+                        r.registers,
+                        get("HMMA"),
+                        get("LDSM"),
+                        get("LDGSTS"),
+                        get("FFMA"),
+                        get("BAR"),
+                    );
+                    let (dkdv, dq) = (k.contains("dkdv"), k.contains("_dq_") && !k.contains("convert"));
+                    if dkdv {
+                        // The atomic dQ path is compiled in (it runs when `atomic_dq` is set).
+                        assert!(atomics >= 1, "{arch} {k}: no atomic add for dQ in {m:?}");
+                    }
+                    if v.tensor_cores && (dkdv || dq) {
+                        // One query tile of dkdv: S^T and dP^T (d/16 k-steps x bq/8 n8 tiles
+                        // each), dV and dK (bq/16 k-steps x d/8), one 16-dim chunk of dQ (4
+                        // k-steps x 2): 4 x 32 + 8 mma at both head dims (bq = 64 at d 64, 32
+                        // at d 128). One key tile of dq: S and dP (d/16 x 8 each), dQ (4 x d/8).
+                        // Each at least once in the SASS, with ldmatrix.
+                        let hmma = if dkdv { 136 } else { d / 16 * 16 + d / 2 };
+                        assert!(get("HMMA") >= hmma, "{arch} {k}: {} HMMA (want >= {hmma}) in {m:?}", get("HMMA"));
+                        assert!(get("LDSM") >= d / 16, "{arch} {k}: {} LDSM in {m:?}", get("LDSM"));
+                        assert!(get("LDGSTS") >= 1, "{arch} {k}: no LDGSTS (cp.async) in {m:?}");
+                    }
                 }
             }
         }
-        println!("{arch}: backward dkdv/dq dynamic shared {} B", BACKWARD_VERSIONS[0].shared_bytes);
     }
 }

@@ -1080,7 +1080,7 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
         head_dim,
     };
     let version = match a.kernel.as_deref() {
-        None => bwd::default_version(head_dim),
+        None => bwd::default_version(head_dim, true),
         Some(name) => match bwd::version(name) {
             Some(v) => Some(v),
             None => {
@@ -1537,7 +1537,7 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
     let mut checked = Vec::new();
     for v in bwd::BACKWARD_VERSIONS {
         let mut good = true;
-        for &head_dim in v.head_dims.iter().filter(|&&d| d == 64 || d == 128) {
+        for head_dim in v.head_dims().filter(|&d| d == 64 || d == 128) {
             for deterministic in [false, true] {
                 let case = AttentionBackwardCase {
                     dtype: DType::BF16,
@@ -1575,7 +1575,7 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
     let mut rows = Vec::new();
     for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
         for &v in &checked {
-            if !v.head_dims.contains(&(s.head_dim as u32)) || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
+            if v.kernel(s.head_dim).is_none() || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
                 continue;
             }
             match bwd::time::<half::bf16>(ctx, v, *s, *causal, BackwardOptions::default()) {

@@ -20,6 +20,7 @@
 //! | version | adds |
 //! |---|---|
 //! | [`bwd_v01_simt`] | FlashAttention-2's backward on the CUDA cores: `D = rowsum(dO * O)` first, then a block per key tile recomputing P and keeping dK, dV in registers over all queries (and the query heads of its kv head); dQ by f32 atomics or, deterministic, a second pass over query tiles; head dims 32, 64, 96, 128 |
+//! | [`bwd_v02_mma`] | the same on `mma.sync` m16n8k16: per key tile 4 warps x 16 keys compute `S^T = K Q^T` and `dP^T = V dO^T`, re-pack `P^T` and `dS^T` in registers as the A fragments of `dV += P^T dO` and `dK += dS^T Q` (Q, dO by cp.async double-buffered, ldmatrix `.trans`), atomic dQ `= dS K` through `dS^T` in shared memory; the deterministic dQ pass is the forward's shape on mma; head dims 64 (64-query tiles) and 128 (32-query tiles, the register budget); 16-byte aligned views |
 
 /// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
 /// constants and stay in registers.
@@ -46,6 +47,7 @@ macro_rules! unroll16 {
 }
 
 pub mod bwd_v01_simt;
+pub mod bwd_v02_mma;
 pub mod tile;
 pub mod v01_simt;
 pub mod v02_mma;
@@ -142,6 +144,20 @@ crate::kernels! {
     /// Deliberately wrong (tests only): backward v01 with `dS = P dP` (the `D_i` term left out).
     ATTENTION_BUG_BWD_NO_D_DKDV = attention_bug_bwd_no_d_dkdv(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, true>;
     ATTENTION_BUG_BWD_NO_D_DQ = attention_bug_bwd_no_d_dq(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, true>;
+    /// Backward v02 (tensor cores), head dim 64: dK and dV per key tile (and atomic dQ), and
+    /// the deterministic dQ pass.
+    ATTENTION_BWD_V02_DKDV_D64_BF16 = attention_bwd_v02_mma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false>;
+    ATTENTION_BWD_V02_DKDV_D64_F16 = attention_bwd_v02_mma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false>;
+    ATTENTION_BWD_V02_DQ_D64_BF16 = attention_bwd_v02_mma_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8>;
+    ATTENTION_BWD_V02_DQ_D64_F16 = attention_bwd_v02_mma_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8>;
+    /// Backward v02, head dim 128 (32-query tiles in dK/dV: the register budget).
+    ATTENTION_BWD_V02_DKDV_D128_BF16 = attention_bwd_v02_mma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false>;
+    ATTENTION_BWD_V02_DKDV_D128_F16 = attention_bwd_v02_mma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false>;
+    ATTENTION_BWD_V02_DQ_D128_BF16 = attention_bwd_v02_mma_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16>;
+    ATTENTION_BWD_V02_DQ_D128_F16 = attention_bwd_v02_mma_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16>;
+    /// Deliberately wrong (tests only): backward v02 head dim 64 with the `dS^T` A fragment of
+    /// `dK += dS^T Q` mis-laid (registers 1 and 2 swapped: keys g + 8 and queries 2t + 8 exchanged).
+    ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true>;
 }
 
 /// One kernel of a version: the head dims it computes and how the launcher runs it.
@@ -276,22 +292,57 @@ pub struct BackwardKernels<T: 'static> {
     pub dq_convert: &'static crate::KernelDef<AttentionBwdParams<T>>,
 }
 
-/// One rung of the backward ladder.
 #[cfg(not(target_arch = "nvptx64"))]
-pub struct AttentionBackwardVersion {
-    pub name: &'static str,
-    pub tensor_cores: bool,
+impl<T> BackwardKernels<T> {
+    /// Every kernel, in launch order (the deterministic `dq` after `dq_convert`).
+    pub fn all(&self) -> [&'static crate::KernelDef<AttentionBwdParams<T>>; 4] {
+        [self.preprocess, self.dkdv, self.dq_convert, self.dq]
+    }
+}
+
+/// The kernels of a backward version for some head dims, and how the launcher runs them.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct BackwardKernel {
     pub head_dims: &'static [u32],
     pub bf16: BackwardKernels<Bf16>,
     pub f16: BackwardKernels<F16>,
     /// Keys per dK/dV block (grid x of `dkdv`) and queries per dQ block (grid x of `dq`).
     pub block_k: u32,
     pub block_q: u32,
-    /// Threads per block of every kernel of the version; query rows per `preprocess` block.
+    /// Threads per block of every kernel; query rows per `preprocess` block.
     pub threads: u32,
     pub preprocess_rows: u32,
-    /// Dynamic shared bytes of `dkdv` and `dq` (the others use none).
-    pub shared_bytes: u32,
+    /// Dynamic shared bytes of `dkdv` and of `dq` (the others use none).
+    pub dkdv_shared_bytes: u32,
+    pub dq_shared_bytes: u32,
+    /// Q, K, V, dO, dQ, dK and dV must start 16-byte aligned (cp.async copies, 16-byte stores).
+    pub align16: bool,
+}
+
+/// One rung of the backward ladder.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct AttentionBackwardVersion {
+    pub name: &'static str,
+    pub tensor_cores: bool,
+    pub kernels: &'static [BackwardKernel],
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl AttentionBackwardVersion {
+    /// The kernels for `head_dim`, if this version has them.
+    pub fn kernel(&self, head_dim: usize) -> Option<&'static BackwardKernel> {
+        self.kernels.iter().find(|k| k.head_dims.iter().any(|&d| d as usize == head_dim))
+    }
+    /// Every head dim this version supports, ascending.
+    pub fn head_dims(&self) -> impl Iterator<Item = u32> + '_ {
+        self.kernels.iter().flat_map(|k| k.head_dims.iter().copied())
+    }
+    /// Every kernel entry point of the version (both dtypes, every head dim).
+    pub fn kernel_defs(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.kernels
+            .iter()
+            .flat_map(|k| k.bf16.all().into_iter().map(|d| d.name).chain(k.f16.all().into_iter().map(|d| d.name)))
+    }
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -302,14 +353,8 @@ impl core::fmt::Debug for AttentionBackwardVersion {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-const fn bwd_v01(
-    name: &'static str,
-    bf16: BackwardKernels<Bf16>,
-    f16: BackwardKernels<F16>,
-) -> AttentionBackwardVersion {
-    AttentionBackwardVersion {
-        name,
-        tensor_cores: false,
+const fn bwd_v01(bf16: BackwardKernels<Bf16>, f16: BackwardKernels<F16>) -> BackwardKernel {
+    BackwardKernel {
         head_dims: &[32, 64, 96, 128],
         bf16,
         f16,
@@ -317,7 +362,9 @@ const fn bwd_v01(
         block_q: bwd_v01_simt::BQ,
         threads: bwd_v01_simt::THREADS,
         preprocess_rows: bwd_v01_simt::WARPS,
-        shared_bytes: bwd_v01_simt::SHARED_BYTES,
+        dkdv_shared_bytes: bwd_v01_simt::SHARED_BYTES,
+        dq_shared_bytes: bwd_v01_simt::SHARED_BYTES,
+        align16: false,
     }
 }
 
@@ -329,42 +376,122 @@ const F16_BWD_V01: BackwardKernels<F16> = BackwardKernels {
     dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
 };
 
+const _: () = assert!(bwd_v02_mma::THREADS == bwd_v01_simt::THREADS, "v01's row passes run with v02's block");
+
+/// v02's kernels of one head dim: its own `dkdv` and `dq`, v01's `preprocess` and
+/// `dq_convert` (memory-bound row passes, the same 128 threads).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn bwd_v02(
+    t: bwd_v02_mma::BwdMmaTiling,
+    dkdv: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
+    dkdv_f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+) -> BackwardKernel {
+    BackwardKernel {
+        head_dims: match t.d {
+            64 => &[64],
+            _ => &[128],
+        },
+        bf16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_BF16,
+            dkdv: dkdv[0],
+            dq: dkdv[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+        },
+        f16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_F16,
+            dkdv: dkdv_f16[0],
+            dq: dkdv_f16[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
+        },
+        block_k: bwd_v02_mma::BK,
+        block_q: bwd_v02_mma::BM,
+        threads: bwd_v02_mma::THREADS,
+        preprocess_rows: bwd_v01_simt::WARPS,
+        dkdv_shared_bytes: t.dkdv_shared_bytes(),
+        dq_shared_bytes: t.dq_shared_bytes(),
+        align16: true,
+    }
+}
+
 /// The backward ladder, in order.
 #[cfg(not(target_arch = "nvptx64"))]
-pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[bwd_v01(
-    "v01_simt",
-    BackwardKernels {
-        preprocess: &ATTENTION_BWD_PRE_BF16,
-        dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
-        dq: &ATTENTION_BWD_V01_DQ_BF16,
-        dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
+    AttentionBackwardVersion {
+        name: "v01_simt",
+        tensor_cores: false,
+        kernels: &[bwd_v01(
+            BackwardKernels {
+                preprocess: &ATTENTION_BWD_PRE_BF16,
+                dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
+                dq: &ATTENTION_BWD_V01_DQ_BF16,
+                dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+            },
+            F16_BWD_V01,
+        )],
     },
-    F16_BWD_V01,
-)];
+    AttentionBackwardVersion {
+        name: "v02_mma",
+        tensor_cores: true,
+        kernels: &[
+            bwd_v02(
+                bwd_v02_mma::TILING_D64,
+                [&ATTENTION_BWD_V02_DKDV_D64_BF16, &ATTENTION_BWD_V02_DQ_D64_BF16],
+                [&ATTENTION_BWD_V02_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+            ),
+            bwd_v02(
+                bwd_v02_mma::TILING_D128,
+                [&ATTENTION_BWD_V02_DKDV_D128_BF16, &ATTENTION_BWD_V02_DQ_D128_BF16],
+                [&ATTENTION_BWD_V02_DKDV_D128_F16, &ATTENTION_BWD_V02_DQ_D128_F16],
+            ),
+        ],
+    },
+];
 
 /// Deliberately wrong (tests only, not in [`BACKWARD_VERSIONS`]): backward v01 without the
 /// `D_i` term, bf16 only (its f16 slots are the correct kernels, never used by the tests).
 #[cfg(not(target_arch = "nvptx64"))]
-pub const BUG_BWD_NO_D: AttentionBackwardVersion = bwd_v01(
-    "bug_bwd_no_d",
-    BackwardKernels {
-        preprocess: &ATTENTION_BWD_PRE_BF16,
-        dkdv: &ATTENTION_BUG_BWD_NO_D_DKDV,
-        dq: &ATTENTION_BUG_BWD_NO_D_DQ,
-        dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
-    },
-    F16_BWD_V01,
-);
+pub const BUG_BWD_NO_D: AttentionBackwardVersion = AttentionBackwardVersion {
+    name: "bug_bwd_no_d",
+    tensor_cores: false,
+    kernels: &[bwd_v01(
+        BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_BF16,
+            dkdv: &ATTENTION_BUG_BWD_NO_D_DKDV,
+            dq: &ATTENTION_BUG_BWD_NO_D_DQ,
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+        },
+        F16_BWD_V01,
+    )],
+};
+
+/// Deliberately wrong (tests only, not in [`BACKWARD_VERSIONS`]): backward v02 with a mis-laid
+/// `dS^T` fragment in `dK += dS^T Q`, bf16 and head dim 64 only (its f16 slots and its dQ
+/// pass are the correct kernels).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_BWD_V02_SWAPPED_DS: AttentionBackwardVersion = AttentionBackwardVersion {
+    name: "bug_bwd_v02_swapped_ds",
+    tensor_cores: true,
+    kernels: &[bwd_v02(
+        bwd_v02_mma::TILING_D64,
+        [&ATTENTION_BUG_BWD_V02_SWAPPED_DS, &ATTENTION_BWD_V02_DQ_D64_BF16],
+        [&ATTENTION_BWD_V02_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+    )],
+};
+
+/// Every backward version the tests know, the deliberately wrong ones last.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn backward_versions_and_bugs() -> impl Iterator<Item = &'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS])
+}
 
 /// Threads per block of `name` if it is an attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    let bwd = BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D]).find(|v| {
-        [v.bf16.preprocess, v.bf16.dkdv, v.bf16.dq, v.bf16.dq_convert].iter().any(|k| k.name == name)
-            || [v.f16.preprocess, v.f16.dkdv, v.f16.dq, v.f16.dq_convert].iter().any(|k| k.name == name)
-    });
-    if let Some(v) = bwd {
-        return Some(v.threads);
+    let bwd = backward_versions_and_bugs()
+        .flat_map(|v| v.kernels.iter())
+        .find(|k| k.bf16.all().iter().any(|d| d.name == name) || k.f16.all().iter().any(|d| d.name == name));
+    if let Some(k) = bwd {
+        return Some(k.threads);
     }
     VERSIONS
         .iter()
