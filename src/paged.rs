@@ -5,9 +5,10 @@
 //! v_cache: [num_pages, kv_heads, page_size, head_dim]`, `q, o: [batch, q_len, heads,
 //! head_dim]`).
 //!
-//! **Versions**: [`VERSIONS`] is the ladder (`v01_simt`, `v02_vec`); [`paged_decode`] runs
-//! [`default_version`] (the last, whenever the caches are 16-byte aligned),
-//! [`paged_decode_with`] any of them.
+//! **Versions**: [`VERSIONS`] is the ladder (`v01_simt`, `v02_vec`, `v03_mma`);
+//! [`paged_decode`] runs the one [`pick_version`] names (v03 on the tensor cores from
+//! [`MMA_MIN_ROWS`] query rows per kv head, v02 below, v01 for caches that are not 16-byte
+//! aligned: a predicted rule, not yet measured), [`paged_decode_with`] any of them.
 //!
 //! **Block tables and context lengths come from the host** (`&[i32]`): [`PagedTables::new`]
 //! validates them (every page a context uses is in `0..num_pages`, no context longer than its
@@ -25,7 +26,7 @@ use gpu_kernels::KernelDef;
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::paged::v01_simt::{MAX_HEAD_DIM, THREADS, WARPS, causal_limit, partial_words};
 use gpu_kernels::paged::{self as k, MAX_Q_LEN, PagedAppendParams, PagedDecodeParams, TILE_KEYS};
-pub use gpu_kernels::paged::{PagedVersion, VERSIONS};
+pub use gpu_kernels::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS, PagedVersion, VERSIONS};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -59,12 +60,33 @@ impl PagedFloat for f16 {
     }
 }
 
-/// The version [`paged_decode`] runs: the ladder's top rung.
-pub fn default_version() -> &'static PagedVersion {
-    VERSIONS.last().expect("the ladder has versions")
+/// Rows per kv head (`q_len * heads / kv_heads`) from which [`paged_decode`] runs `v03_mma`.
+pub const MMA_MIN_ROWS: usize = 8;
+
+/// The version [`paged_decode`] runs for `rows = q_len * heads / kv_heads` query rows per kv
+/// head (see [`PagedShape::rows_per_kv_head`]); `aligned`: both caches start 16-byte aligned.
+///
+/// The rule, a **prediction from instruction counts, not yet measured on a GPU** (the bench
+/// times every version on every shape, so the threshold can move once it is):
+/// - caches not 16-byte aligned: `v01_simt` (the only version that loads elements);
+/// - `rows >=` [`MMA_MIN_ROWS`]: `v03_mma`. v02's CUDA-core work grows with the rows
+///   (`2 * rows` flops per KV byte, as FFMA plus conversions and shared loads); its docs
+///   estimate ~22 B/cycle of issue at 4 rows per block against the ~16.5 B/cycle an SM's
+///   share of H200 DRAM needs, so at 8 rows it is at or past the point where issue, not DRAM,
+///   limits it. v03's tensor-core work per tile is the same for 1 to 16 rows (one padded m16
+///   tile), ~240 warp instructions per 16 KB tile at d = 128.
+/// - fewer rows: `v02_vec`. Both are predicted DRAM-bound there, so speed should not decide;
+///   v02 spends nothing on padded rows and keeps 4 warps per block to v03's 2.
+pub fn pick_version(rows: usize, aligned: bool) -> &'static PagedVersion {
+    let name = match (aligned, rows >= MMA_MIN_ROWS) {
+        (false, _) => "v01_simt",
+        (true, true) => "v03_mma",
+        (true, false) => "v02_vec",
+    };
+    version(name).expect("the picked versions are in the ladder")
 }
 
-/// Looks a version up by name (`v01_simt`, `v02_vec`).
+/// Looks a version up by name (`v01_simt`, `v02_vec`, `v03_mma`).
 pub fn version(name: &str) -> Option<&'static PagedVersion> {
     VERSIONS.iter().find(|v| v.name == name)
 }
@@ -99,6 +121,10 @@ impl PagedShape {
     /// `block_tables`: `[batch, max_pages]`.
     pub fn table_len(&self) -> usize {
         self.batch * self.max_pages
+    }
+    /// Query rows (new token x query head) that read one kv head: `q_len * heads / kv_heads`.
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.q_len * self.heads / self.kv_heads.max(1)
     }
     /// Append's `k_new`, `v_new`: `[batch, kv_heads, head_dim]`.
     pub fn new_len(&self) -> usize {
@@ -331,12 +357,11 @@ fn upload_i32(ctx: &Context, v: &[i32]) -> Result<crate::DeviceBuffer<i32>> {
 }
 
 /// `o[b, i, h] = softmax(q[b, i, h] . K_b^T * scale + causal mask) V_b` over sequence `b`'s
-/// cached tokens, with [`default_version`]; caches that are not 16-byte aligned (a view
-/// carved out of a larger buffer at an odd offset) run `v01_simt`, which loads elements.
+/// cached tokens, with the version [`pick_version`] names for the shape and the caches'
+/// alignment (`v01_simt` for a view carved out of a larger buffer at an odd offset).
 pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, o: BufMut<'_, T>) -> Result<()> {
-    let v = default_version();
     let aligned = input.k_cache.addr().is_multiple_of(16) && input.v_cache.addr().is_multiple_of(16);
-    paged_decode_with(ctx, if v.vector_loads && !aligned { &VERSIONS[0] } else { v }, input, o)
+    paged_decode_with(ctx, pick_version(input.shape.rows_per_kv_head(), aligned), input, o)
 }
 
 /// As [`paged_decode`], with a chosen version of the ladder.
@@ -609,6 +634,13 @@ pub struct PagedCase {
     pub seed: u64,
 }
 
+impl PagedCase {
+    /// As [`PagedShape::rows_per_kv_head`].
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.q_len * self.heads / self.kv_heads.max(1)
+    }
+}
+
 /// A random cache for `case`: (shape, tables, k, v) with NaN in every row outside a context.
 fn build_cache<T: PagedFloat>(case: &PagedCase, rng: &mut SmallRng) -> (PagedShape, Vec<i32>, Vec<T>, Vec<T>) {
     let ps = case.page_size;
@@ -731,10 +763,11 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase, v: &PagedVersion) -> 
     Ok(check::merge(reports))
 }
 
-/// Runs `case` with [`default_version`]: random cache and queries in [-2, 2), poisoned and
-/// guarded output, FlashAttention's rule against the f64 reference.
+/// Runs `case` with the version [`paged_decode`] picks for it (the check's caches are whole,
+/// aligned allocations): random cache and queries in [-2, 2), poisoned and guarded output,
+/// FlashAttention's rule against the f64 reference.
 pub fn check(ctx: &Context, case: &PagedCase) -> Result<Report> {
-    check_with(ctx, case, default_version())
+    check_with(ctx, case, pick_version(case.rows_per_kv_head(), true))
 }
 
 /// As [`check`], with a chosen version.
