@@ -39,8 +39,9 @@
 //! block's causal limit are zero-filled by `cp.async` and masked per row before the softmax,
 //! so a padded or causally hidden key gets `p = 0` and V's zero rows add nothing. A warp
 //! whose 16 keys of a tile all lie past the block's end skips the mma work (not the barriers).
-//! Head dims 32, 64, 96 and 128 share one kernel: the fragments are sized for 128 and the
-//! k-steps / n8 tiles past `d` are skipped by warp-uniform branches.
+//! Head dims 32, 64, 96 and 128 share one entry point that branches once to a body per head
+//! dim (`d / 16` k-steps as a constant), so the fragment arrays are sized exactly and the
+//! k-step loops are straight-line code.
 //!
 //! # Registers and shared memory
 //! Per lane: O `d / 2` f32 (64 at d = 128), Q `d / 4` b32 (32), S 8 f32. Two warps per block
@@ -75,11 +76,11 @@ pub const ROWS: u32 = 16;
 /// Dynamic shared memory: v02's K and V stages (the Q/P slots v02 adds are not needed).
 pub const SHARED_BYTES: u32 = 2 * 2 * STAGES * BK * KV_LD;
 /// k16 steps of `Q K^T` (and n16 column pairs of `O`) at the largest head dim.
-const KD: usize = (MAX_HEAD_DIM / 16) as usize;
+const MAX_KD: u32 = MAX_HEAD_DIM / 16;
 /// The merge slot one warp past the first leaves for warp 0: `O` (`KD x 2 x 4` f32 per
 /// lane), then `m` and `l` (2 per lane), stored `[value][lane]` so the 32 lanes of a store
-/// hit 32 banks.
-const SLOT_WORDS: u32 = (KD as u32 * 8 + 4) * WARP_SIZE;
+/// hit 32 banks. Sized for the largest head dim.
+const SLOT_WORDS: u32 = (MAX_KD * 8 + 4) * WARP_SIZE;
 const _: () = assert!(BK == v02_vec::BK && BK == super::TILE_KEYS, "v02's tiles, the family's split tile");
 const _: () = assert!(SHARED_BYTES == v02_vec::Q_OFF, "the K/V stages are v02's, from offset 0");
 const _: () = assert!(Shared::<f32>::bytes((WARPS - 1) * SLOT_WORDS) <= SHARED_BYTES, "merge slots fit");
@@ -108,13 +109,28 @@ fn quad_sum(v: f32) -> f32 {
     v + shfl_xor_sync(FULL_MASK, v, 2)
 }
 
+/// The kernel: one body per head dim (`p.d / 16` k-steps as a constant, so each k-step's
+/// ldmatrix and mma are straight-line code the scheduler can overlap; a runtime bound put a
+/// branch between every ldmatrix and its mma).
 #[inline(always)]
 pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
+    match p.d {
+        32 => body::<T, BUG, 2>(p),
+        64 => body::<T, BUG, 4>(p),
+        96 => body::<T, BUG, 6>(p),
+        _ => body::<T, BUG, 8>(p),
+    }
+}
+
+/// Head dim `16 KD`.
+#[inline(always)]
+fn body<T: MmaInput, const BUG: u32, const KD: usize>(p: PagedDecodeParams<T>) {
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (split, by, b) = (block_idx_x() as usize, block_idx_y(), block_idx_z() as usize);
-    let (d, q_len, heads) = (p.d as usize, p.q_len as usize, p.heads as usize);
+    // The dispatch in `run` made `p.d == 16 KD`; as a constant it folds into the addresses.
+    let (d, q_len, heads) = (16 * KD, p.q_len as usize, p.heads as usize);
     let group = p.heads / p.kv_heads;
     let total_rows = p.q_len * group;
     let groups = total_rows.div_ceil(ROWS);
@@ -158,15 +174,13 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
     let c = p.scale_log2.abs();
     let mut qf = [[0u32; 4]; KD];
     unroll8!(kk < KD => {
-        if 16 * kk < d {
-            unroll8!(e < 4 => {
-                let r = e % 2;
-                if valid[r] {
-                    let at = out_at[r] * d + 16 * kk + 2 * t as usize + 8 * (e / 2);
-                    qf[kk][e] = pack2(p.q.load(at).to_bits16(), p.q.load(at + 1).to_bits16()) ^ flip;
-                }
-            });
-        }
+        unroll8!(e < 4 => {
+            let r = e % 2;
+            if valid[r] {
+                let at = out_at[r] * d + 16 * kk + 2 * t as usize + 8 * (e / 2);
+                qf[kk][e] = pack2(p.q.load(at).to_bits16(), p.q.load(at + 1).to_bits16()) ^ flip;
+            }
+        });
     });
 
     // The lanes' ldmatrix rows within this warp's 16 keys. K (plain, the "col" B of Q K^T):
@@ -210,11 +224,9 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
             // S = Q K^T over this warp's 16 keys: two n8 key tiles per ldmatrix.x4.
             let mut s = [[0.0f32; 4]; 2];
             unroll8!(kk < KD => {
-                if 16 * kk < d {
-                    let r = ldmatrix::<T, 4>(k_s, tile_at + k_lane + 16 * kk as u32, false);
-                    s[0] = mma::mma_m16n8k16::<T>(qf[kk], [r[0], r[1]], s[0]);
-                    s[1] = mma::mma_m16n8k16::<T>(qf[kk], [r[2], r[3]], s[1]);
-                }
+                let r = ldmatrix::<T, 4>(k_s, tile_at + k_lane + 16 * kk as u32, false);
+                s[0] = mma::mma_m16n8k16::<T>(qf[kk], [r[0], r[1]], s[0]);
+                s[1] = mma::mma_m16n8k16::<T>(qf[kk], [r[2], r[3]], s[1]);
             });
 
             // Key 8 nt + 2 t + e % 2 (warp-relative) of row e / 2 counts when it is below
@@ -262,16 +274,14 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
                 mma::pack_f32x2::<T>(s[1][2], s[1][3]),
             ];
             unroll8!(dp < KD => {
-                if 16 * dp < d {
-                    unroll8!(hf < 2 => {
-                        unroll8!(e < 4 => {
-                            o[dp][hf][e] *= corr[e / 2];
-                        });
+                unroll8!(hf < 2 => {
+                    unroll8!(e < 4 => {
+                        o[dp][hf][e] *= corr[e / 2];
                     });
-                    let r = ldmatrix::<T, 4>(v_s, tile_at + v_lane + 16 * dp as u32, BUG != BUG_V_NO_TRANS);
-                    o[dp][0] = mma::mma_m16n8k16::<T>(a, [r[0], r[1]], o[dp][0]);
-                    o[dp][1] = mma::mma_m16n8k16::<T>(a, [r[2], r[3]], o[dp][1]);
-                }
+                });
+                let r = ldmatrix::<T, 4>(v_s, tile_at + v_lane + 16 * dp as u32, BUG != BUG_V_NO_TRANS);
+                o[dp][0] = mma::mma_m16n8k16::<T>(a, [r[0], r[1]], o[dp][0]);
+                o[dp][1] = mma::mma_m16n8k16::<T>(a, [r[2], r[3]], o[dp][1]);
             });
         }
         // Both warps are done with this stage before the next iteration refills it.
@@ -283,16 +293,15 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
     // free: the loop's last barrier follows every read, and no copy is pending.
     l = [quad_sum(l[0]), quad_sum(l[1])];
     let slot = |w: u32, value: u32| -> u32 { (w - 1) * SLOT_WORDS + value * WARP_SIZE + lane };
+    const { assert!(KD as u32 <= MAX_KD) };
     let merge = Shared::<f32>::at(0, (WARPS - 1) * SLOT_WORDS);
     if warp > 0 {
         unroll8!(dp < KD => {
-            if 16 * dp < d {
-                unroll8!(hf < 2 => {
-                    unroll8!(e < 4 => {
-                        merge.store(slot(warp, (8 * dp + 4 * hf + e) as u32), o[dp][hf][e]);
-                    });
+            unroll8!(hf < 2 => {
+                unroll8!(e < 4 => {
+                    merge.store(slot(warp, (8 * dp + 4 * hf + e) as u32), o[dp][hf][e]);
                 });
-            }
+            });
         });
         unroll8!(r < 2 => {
             merge.store(slot(warp, 8 * KD as u32 + r as u32), m[r]);
@@ -314,15 +323,13 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
                 let (a0, aw) = (math::exp2_approx_ftz(m[r] - big), math::exp2_approx_ftz(mw - big));
                 l[r] = math::fma(l[r], a0, lw * aw);
                 unroll8!(dp < KD => {
-                    if 16 * dp < d {
-                        unroll8!(hf < 2 => {
-                            unroll8!(eh < 2 => {
-                                let e = 2 * r + eh;
-                                let ow = merge.load(slot(w, (8 * dp + 4 * hf + e) as u32));
-                                o[dp][hf][e] = math::fma(o[dp][hf][e], a0, ow * aw);
-                            });
+                    unroll8!(hf < 2 => {
+                        unroll8!(eh < 2 => {
+                            let e = 2 * r + eh;
+                            let ow = merge.load(slot(w, (8 * dp + 4 * hf + e) as u32));
+                            o[dp][hf][e] = math::fma(o[dp][hf][e], a0, ow * aw);
                         });
-                    }
+                    });
                 });
                 m[r] = big;
             }
@@ -340,24 +347,20 @@ pub fn run<T: MmaInput, const BUG: u32>(p: PagedDecodeParams<T>) {
                     p.partial.store(base + 1, l[r].to_bits());
                 }
                 unroll8!(dp < KD => {
-                    if 16 * dp < d {
-                        unroll8!(hf < 2 => {
-                            let col = 16 * dp + 8 * hf + 2 * t as usize;
-                            p.partial.store(base + 2 + col, o[dp][hf][2 * r].to_bits());
-                            p.partial.store(base + 3 + col, o[dp][hf][2 * r + 1].to_bits());
-                        });
-                    }
+                    unroll8!(hf < 2 => {
+                        let col = 16 * dp + 8 * hf + 2 * t as usize;
+                        p.partial.store(base + 2 + col, o[dp][hf][2 * r].to_bits());
+                        p.partial.store(base + 3 + col, o[dp][hf][2 * r + 1].to_bits());
+                    });
                 });
             } else {
                 let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
                 unroll8!(dp < KD => {
-                    if 16 * dp < d {
-                        unroll8!(hf < 2 => {
-                            let at = out_at[r] * d + 16 * dp + 8 * hf + 2 * t as usize;
-                            p.o.store(at, T::from_f32(o[dp][hf][2 * r] * inv));
-                            p.o.store(at + 1, T::from_f32(o[dp][hf][2 * r + 1] * inv));
-                        });
-                    }
+                    unroll8!(hf < 2 => {
+                        let at = out_at[r] * d + 16 * dp + 8 * hf + 2 * t as usize;
+                        p.o.store(at, T::from_f32(o[dp][hf][2 * r] * inv));
+                        p.o.store(at + 1, T::from_f32(o[dp][hf][2 * r + 1] * inv));
+                    });
                 });
             }
         }
