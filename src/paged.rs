@@ -822,8 +822,10 @@ impl BenchShape {
 }
 
 /// Bench shapes (head_dim 128, 32 query heads): batch x context >= 64k tokens (the issue's
-/// 0.8-of-copy regime), batch 1 x 32k (carried by split-K), plain MHA, and a 4-token
-/// speculative step. Their DRAM floors are in `gpu_kernels::paged::v02_vec`'s docs.
+/// 0.8-of-copy regime), batch 1 x 32k (carried by split-K), plain MHA, a 4-token
+/// speculative step, and GQA-8 (8 query heads per kv head) decode and 8-token speculative
+/// steps: 8 and 64 rows per kv head, where `pick_version` predicts v03 (tensor cores) beats
+/// v02. Their DRAM floors are in `gpu_kernels::paged::v02_vec`'s docs.
 pub const BENCH_SHAPES: &[BenchShape] = &[
     BenchShape::new(64, 8, 16, 1024, 1),
     BenchShape::new(64, 8, 32, 4096, 1),
@@ -831,6 +833,9 @@ pub const BENCH_SHAPES: &[BenchShape] = &[
     BenchShape::new(1, 8, 16, 32768, 1),
     BenchShape::new(4, 32, 64, 16384, 1),
     BenchShape::new(16, 8, 16, 4096, 4),
+    BenchShape::new(64, 4, 16, 1024, 1),
+    BenchShape::new(16, 4, 16, 4096, 8),
+    BenchShape::new(1, 4, 16, 32768, 2),
 ];
 
 /// KV bytes one decode reads (each cached K and V element once).
@@ -838,32 +843,65 @@ pub fn kv_bytes<T: PagedFloat>(s: &PagedShape, context_lens: &[i32]) -> usize {
     context_lens.iter().map(|&n| n as usize).sum::<usize>() * s.kv_heads * s.head_dim * 2 * size_of::<T>()
 }
 
+/// A bench shape's device buffers: every sequence at `context` tokens over shuffled pages
+/// (seeded), deterministic values in [-1, 1), validated tables.
+pub struct BenchData<T: PagedFloat> {
+    pub shape: PagedShape,
+    pub q: crate::DeviceBuffer<T>,
+    pub k_cache: crate::DeviceBuffer<T>,
+    pub v_cache: crate::DeviceBuffer<T>,
+    pub o: crate::DeviceBuffer<T>,
+    pub tables: PagedTables,
+    pub context_lens: Vec<i32>,
+}
+
+impl<T: PagedFloat> BenchData<T> {
+    /// Uploads `shape`'s cache, queries and tables.
+    pub fn new(ctx: &Context, shape: &BenchShape) -> Result<Self> {
+        let s = shape.paged();
+        let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
+        pages.shuffle(&mut SmallRng::seed_from_u64(7));
+        let context_lens = vec![shape.context as i32; s.batch];
+        let fill =
+            |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+        Ok(BenchData {
+            q: ctx.upload(&fill(s.q_elems()))?,
+            k_cache: ctx.upload(&fill(s.cache_len()))?,
+            v_cache: ctx.upload(&fill(s.cache_len()))?,
+            o: ctx.alloc::<T>(s.q_elems())?,
+            tables: PagedTables::new(ctx, &s, &pages, &context_lens)?,
+            context_lens,
+            shape: s,
+        })
+    }
+
+    /// One decode by version `v` with the auto split.
+    pub fn run(&mut self, ctx: &Context, v: &PagedVersion) -> Result<()> {
+        let input = PagedDecodeInput {
+            q: self.q.as_view(),
+            k_cache: self.k_cache.as_view(),
+            v_cache: self.v_cache.as_view(),
+            tables: &self.tables,
+            shape: self.shape,
+            scale: None,
+            split: Split::Auto,
+        };
+        paged_decode_with(ctx, v, input, self.o.as_view_mut())
+    }
+
+    /// KV bytes one decode reads ([`kv_bytes`]).
+    pub fn kv_bytes(&self) -> usize {
+        kv_bytes::<T>(&self.shape, &self.context_lens)
+    }
+}
+
 /// GPU: median milliseconds of one decode by version `v` (auto split) over the shape's
 /// sequences with shuffled pages, and of a device-to-device copy of the same KV bytes (the
 /// bandwidth ceiling). Effective bandwidth is [`kv_bytes`] over the time.
 pub fn time<T: PagedFloat>(ctx: &Context, v: &PagedVersion, shape: &BenchShape) -> Result<(f64, f64)> {
-    let s = shape.paged();
-    let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
-    pages.shuffle(&mut SmallRng::seed_from_u64(7));
-    let lens = vec![shape.context as i32; s.batch];
-    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
-    let (q, kc, vc) =
-        (ctx.upload(&fill(s.q_elems()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
-    let mut o = ctx.alloc::<T>(s.q_elems())?;
-    let tables = PagedTables::new(ctx, &s, &pages, &lens)?;
-    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
-        let input = PagedDecodeInput {
-            q: q.as_view(),
-            k_cache: kc.as_view(),
-            v_cache: vc.as_view(),
-            tables: &tables,
-            shape: s,
-            scale: None,
-            split: Split::Auto,
-        };
-        paged_decode_with(ctx, v, input, o.as_view_mut())
-    })?;
-    let bytes = kv_bytes::<T>(&s, &lens);
+    let mut data = BenchData::<T>::new(ctx, shape)?;
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || data.run(ctx, v))?;
+    let bytes = data.kv_bytes();
     let src = ctx.upload(&vec![0u8; bytes])?;
     let mut dst = ctx.alloc::<u8>(bytes)?;
     let c =

@@ -296,11 +296,13 @@ fn paged_decode_mma_sass_has_hmma_ldmatrix_and_async_copies() {
             let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
             let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
             let get = |c: &str| m.get(c).copied().unwrap_or(0);
-            // One tile at d = 128 per warp: 8 k-steps x 2 n8 key tiles for S and 8 column
-            // pairs x 2 n8 tiles for P V, each at least once in the SASS; 8 ldmatrix for K and
-            // 8 for V.
-            assert!(get("HMMA") >= 32, "{arch} {k}: {} HMMA (want >= 32) in {m:?}", get("HMMA"));
-            assert!(get("LDSM") >= 16, "{arch} {k}: {} LDSM (want >= 16) in {m:?}", get("LDSM"));
+            // One body per head dim (KD = d / 16 = 2, 4, 6, 8 k-steps), each with a tile's
+            // straight-line KD x 2 mma for S and KD x 2 for P V, and KD ldmatrix for K and KD
+            // (.trans) for V: at least 4 x 20 HMMA and 2 x 20 LDSM in the SASS.
+            let kd_sum: u32 = [2, 4, 6, 8].iter().sum();
+            let (hmma, ldsm) = (4 * kd_sum, 2 * kd_sum);
+            assert!(get("HMMA") >= hmma, "{arch} {k}: {} HMMA (want >= {hmma}) in {m:?}", get("HMMA"));
+            assert!(get("LDSM") >= ldsm, "{arch} {k}: {} LDSM (want >= {ldsm}) in {m:?}", get("LDSM"));
             assert!(get("LDGSTS.128") >= 2, "{arch} {k}: {} LDGSTS.128 in {m:?}", get("LDGSTS.128"));
             assert_eq!(get("LDGSTS"), get("LDGSTS.128"), "{arch} {k}: every async copy is 16 bytes: {m:?}");
             assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");

@@ -57,6 +57,9 @@
 //! | b1 h32/8 d128 p16 L32768 | 134 MB | 31.2 us |
 //! | b4 h32/32 d128 p64 L16384 | 1074 MB | 250 us |
 //! | b16 h32/8 d128 p16 L4096 q_len 4 | 268 MB | 62.4 us |
+//! | b64 h32/4 d128 p16 L1024 | 134 MB | 31.2 us |
+//! | b16 h32/4 d128 p16 L4096 q_len 8 | 134 MB | 31.2 us |
+//! | b1 h32/4 d128 p16 L32768 q_len 2 | 67 MB | 15.6 us |
 //!
 //! # Safety
 //! As v01's (see [`super::v01_simt`]), and: the K and V views are 16-byte aligned (the

@@ -47,8 +47,12 @@
 //! Per lane: O `d / 2` f32 (64 at d = 128), Q `d / 4` b32 (32), S 8 f32. Two warps per block
 //! ([`THREADS`] = 64): shared memory is v02's K/V stages (2 x 2 x 32 x 136 x 2 B = 34 KB, no
 //! opt-in), so up to 6 blocks per SM and a 16 KB tile in flight per block (d = 128), ~4x
-//! the ~23 KB an H200 SM needs in flight (v02's Little's-law estimate). `tests/ptxas.rs`
-//! prints the registers ptxas allocates.
+//! the ~23 KB an H200 SM needs in flight (v02's Little's-law estimate). ptxas 12.9
+//! (`tests/ptxas.rs` prints them): 172 registers on sm_80, 168 on sm_90, no spills, no stack
+//! frame, no local memory. The scheduler keeps several ldmatrix results in flight ahead of
+//! their mma, which is most of the registers past the ~110 of state. At 168 registers two
+//! warps take 10.5K of an SM's 64K registers: 6 blocks fit, as many as the shared memory
+//! allows on an H200 (228 KB); on an A100 (164 KB of shared memory) shared memory allows 4.
 //!
 //! # Safety
 //! As v02's: the launcher checks the shapes and tables (v01's list), 16-byte aligned K and V
