@@ -5,9 +5,10 @@
 //! v_cache: [num_pages, kv_heads, page_size, head_dim]`, `q, o: [batch, q_len, heads,
 //! head_dim]`).
 //!
-//! **Versions**: [`VERSIONS`] is the ladder (`v01_simt`, `v02_vec`); [`paged_decode`] runs
-//! [`default_version`] (the last, whenever the caches are 16-byte aligned),
-//! [`paged_decode_with`] any of them.
+//! **Versions**: [`VERSIONS`] is the ladder (`v01_simt`, `v02_vec`, `v03_mma`);
+//! [`paged_decode`] runs the one [`pick_version`] names (v03 on the tensor cores from
+//! [`MMA_MIN_ROWS`] query rows per kv head, v02 below, v01 for caches that are not 16-byte
+//! aligned: a predicted rule, not yet measured), [`paged_decode_with`] any of them.
 //!
 //! **Block tables and context lengths come from the host** (`&[i32]`): [`PagedTables::new`]
 //! validates them (every page a context uses is in `0..num_pages`, no context longer than its
@@ -25,7 +26,7 @@ use gpu_kernels::KernelDef;
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::paged::v01_simt::{MAX_HEAD_DIM, THREADS, WARPS, causal_limit, partial_words};
 use gpu_kernels::paged::{self as k, MAX_Q_LEN, PagedAppendParams, PagedDecodeParams, TILE_KEYS};
-pub use gpu_kernels::paged::{PagedVersion, VERSIONS};
+pub use gpu_kernels::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS, PagedVersion, VERSIONS};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -59,12 +60,33 @@ impl PagedFloat for f16 {
     }
 }
 
-/// The version [`paged_decode`] runs: the ladder's top rung.
-pub fn default_version() -> &'static PagedVersion {
-    VERSIONS.last().expect("the ladder has versions")
+/// Rows per kv head (`q_len * heads / kv_heads`) from which [`paged_decode`] runs `v03_mma`.
+pub const MMA_MIN_ROWS: usize = 8;
+
+/// The version [`paged_decode`] runs for `rows = q_len * heads / kv_heads` query rows per kv
+/// head (see [`PagedShape::rows_per_kv_head`]); `aligned`: both caches start 16-byte aligned.
+///
+/// The rule, a **prediction from instruction counts, not yet measured on a GPU** (the bench
+/// times every version on every shape, so the threshold can move once it is):
+/// - caches not 16-byte aligned: `v01_simt` (the only version that loads elements);
+/// - `rows >=` [`MMA_MIN_ROWS`]: `v03_mma`. v02's CUDA-core work grows with the rows
+///   (`2 * rows` flops per KV byte, as FFMA plus conversions and shared loads); its docs
+///   estimate ~22 B/cycle of issue at 4 rows per block against the ~16.5 B/cycle an SM's
+///   share of H200 DRAM needs, so at 8 rows it is at or past the point where issue, not DRAM,
+///   limits it. v03's tensor-core work per tile is the same for 1 to 16 rows (one padded m16
+///   tile), ~240 warp instructions per 16 KB tile at d = 128.
+/// - fewer rows: `v02_vec`. Both are predicted DRAM-bound there, so speed should not decide;
+///   v02 spends nothing on padded rows and keeps 4 warps per block to v03's 2.
+pub fn pick_version(rows: usize, aligned: bool) -> &'static PagedVersion {
+    let name = match (aligned, rows >= MMA_MIN_ROWS) {
+        (false, _) => "v01_simt",
+        (true, true) => "v03_mma",
+        (true, false) => "v02_vec",
+    };
+    version(name).expect("the picked versions are in the ladder")
 }
 
-/// Looks a version up by name (`v01_simt`, `v02_vec`).
+/// Looks a version up by name (`v01_simt`, `v02_vec`, `v03_mma`).
 pub fn version(name: &str) -> Option<&'static PagedVersion> {
     VERSIONS.iter().find(|v| v.name == name)
 }
@@ -99,6 +121,10 @@ impl PagedShape {
     /// `block_tables`: `[batch, max_pages]`.
     pub fn table_len(&self) -> usize {
         self.batch * self.max_pages
+    }
+    /// Query rows (new token x query head) that read one kv head: `q_len * heads / kv_heads`.
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.q_len * self.heads / self.kv_heads.max(1)
     }
     /// Append's `k_new`, `v_new`: `[batch, kv_heads, head_dim]`.
     pub fn new_len(&self) -> usize {
@@ -331,12 +357,11 @@ fn upload_i32(ctx: &Context, v: &[i32]) -> Result<crate::DeviceBuffer<i32>> {
 }
 
 /// `o[b, i, h] = softmax(q[b, i, h] . K_b^T * scale + causal mask) V_b` over sequence `b`'s
-/// cached tokens, with [`default_version`]; caches that are not 16-byte aligned (a view
-/// carved out of a larger buffer at an odd offset) run `v01_simt`, which loads elements.
+/// cached tokens, with the version [`pick_version`] names for the shape and the caches'
+/// alignment (`v01_simt` for a view carved out of a larger buffer at an odd offset).
 pub fn paged_decode<T: PagedFloat>(ctx: &Context, input: PagedDecodeInput<'_, T>, o: BufMut<'_, T>) -> Result<()> {
-    let v = default_version();
     let aligned = input.k_cache.addr().is_multiple_of(16) && input.v_cache.addr().is_multiple_of(16);
-    paged_decode_with(ctx, if v.vector_loads && !aligned { &VERSIONS[0] } else { v }, input, o)
+    paged_decode_with(ctx, pick_version(input.shape.rows_per_kv_head(), aligned), input, o)
 }
 
 /// As [`paged_decode`], with a chosen version of the ladder.
@@ -609,6 +634,13 @@ pub struct PagedCase {
     pub seed: u64,
 }
 
+impl PagedCase {
+    /// As [`PagedShape::rows_per_kv_head`].
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.q_len * self.heads / self.kv_heads.max(1)
+    }
+}
+
 /// A random cache for `case`: (shape, tables, k, v) with NaN in every row outside a context.
 fn build_cache<T: PagedFloat>(case: &PagedCase, rng: &mut SmallRng) -> (PagedShape, Vec<i32>, Vec<T>, Vec<T>) {
     let ps = case.page_size;
@@ -731,10 +763,11 @@ fn check_t<T: PagedFloat>(ctx: &Context, case: &PagedCase, v: &PagedVersion) -> 
     Ok(check::merge(reports))
 }
 
-/// Runs `case` with [`default_version`]: random cache and queries in [-2, 2), poisoned and
-/// guarded output, FlashAttention's rule against the f64 reference.
+/// Runs `case` with the version [`paged_decode`] picks for it (the check's caches are whole,
+/// aligned allocations): random cache and queries in [-2, 2), poisoned and guarded output,
+/// FlashAttention's rule against the f64 reference.
 pub fn check(ctx: &Context, case: &PagedCase) -> Result<Report> {
-    check_with(ctx, case, default_version())
+    check_with(ctx, case, pick_version(case.rows_per_kv_head(), true))
 }
 
 /// As [`check`], with a chosen version.
@@ -789,8 +822,10 @@ impl BenchShape {
 }
 
 /// Bench shapes (head_dim 128, 32 query heads): batch x context >= 64k tokens (the issue's
-/// 0.8-of-copy regime), batch 1 x 32k (carried by split-K), plain MHA, and a 4-token
-/// speculative step. Their DRAM floors are in `gpu_kernels::paged::v02_vec`'s docs.
+/// 0.8-of-copy regime), batch 1 x 32k (carried by split-K), plain MHA, a 4-token
+/// speculative step, and GQA-8 (8 query heads per kv head) decode and 8-token speculative
+/// steps: 8 and 64 rows per kv head, where `pick_version` predicts v03 (tensor cores) beats
+/// v02. Their DRAM floors are in `gpu_kernels::paged::v02_vec`'s docs.
 pub const BENCH_SHAPES: &[BenchShape] = &[
     BenchShape::new(64, 8, 16, 1024, 1),
     BenchShape::new(64, 8, 32, 4096, 1),
@@ -798,6 +833,9 @@ pub const BENCH_SHAPES: &[BenchShape] = &[
     BenchShape::new(1, 8, 16, 32768, 1),
     BenchShape::new(4, 32, 64, 16384, 1),
     BenchShape::new(16, 8, 16, 4096, 4),
+    BenchShape::new(64, 4, 16, 1024, 1),
+    BenchShape::new(16, 4, 16, 4096, 8),
+    BenchShape::new(1, 4, 16, 32768, 2),
 ];
 
 /// KV bytes one decode reads (each cached K and V element once).
@@ -805,32 +843,65 @@ pub fn kv_bytes<T: PagedFloat>(s: &PagedShape, context_lens: &[i32]) -> usize {
     context_lens.iter().map(|&n| n as usize).sum::<usize>() * s.kv_heads * s.head_dim * 2 * size_of::<T>()
 }
 
+/// A bench shape's device buffers: every sequence at `context` tokens over shuffled pages
+/// (seeded), deterministic values in [-1, 1), validated tables.
+pub struct BenchData<T: PagedFloat> {
+    pub shape: PagedShape,
+    pub q: crate::DeviceBuffer<T>,
+    pub k_cache: crate::DeviceBuffer<T>,
+    pub v_cache: crate::DeviceBuffer<T>,
+    pub o: crate::DeviceBuffer<T>,
+    pub tables: PagedTables,
+    pub context_lens: Vec<i32>,
+}
+
+impl<T: PagedFloat> BenchData<T> {
+    /// Uploads `shape`'s cache, queries and tables.
+    pub fn new(ctx: &Context, shape: &BenchShape) -> Result<Self> {
+        let s = shape.paged();
+        let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
+        pages.shuffle(&mut SmallRng::seed_from_u64(7));
+        let context_lens = vec![shape.context as i32; s.batch];
+        let fill =
+            |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+        Ok(BenchData {
+            q: ctx.upload(&fill(s.q_elems()))?,
+            k_cache: ctx.upload(&fill(s.cache_len()))?,
+            v_cache: ctx.upload(&fill(s.cache_len()))?,
+            o: ctx.alloc::<T>(s.q_elems())?,
+            tables: PagedTables::new(ctx, &s, &pages, &context_lens)?,
+            context_lens,
+            shape: s,
+        })
+    }
+
+    /// One decode by version `v` with the auto split.
+    pub fn run(&mut self, ctx: &Context, v: &PagedVersion) -> Result<()> {
+        let input = PagedDecodeInput {
+            q: self.q.as_view(),
+            k_cache: self.k_cache.as_view(),
+            v_cache: self.v_cache.as_view(),
+            tables: &self.tables,
+            shape: self.shape,
+            scale: None,
+            split: Split::Auto,
+        };
+        paged_decode_with(ctx, v, input, self.o.as_view_mut())
+    }
+
+    /// KV bytes one decode reads ([`kv_bytes`]).
+    pub fn kv_bytes(&self) -> usize {
+        kv_bytes::<T>(&self.shape, &self.context_lens)
+    }
+}
+
 /// GPU: median milliseconds of one decode by version `v` (auto split) over the shape's
 /// sequences with shuffled pages, and of a device-to-device copy of the same KV bytes (the
 /// bandwidth ceiling). Effective bandwidth is [`kv_bytes`] over the time.
 pub fn time<T: PagedFloat>(ctx: &Context, v: &PagedVersion, shape: &BenchShape) -> Result<(f64, f64)> {
-    let s = shape.paged();
-    let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
-    pages.shuffle(&mut SmallRng::seed_from_u64(7));
-    let lens = vec![shape.context as i32; s.batch];
-    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
-    let (q, kc, vc) =
-        (ctx.upload(&fill(s.q_elems()))?, ctx.upload(&fill(s.cache_len()))?, ctx.upload(&fill(s.cache_len()))?);
-    let mut o = ctx.alloc::<T>(s.q_elems())?;
-    let tables = PagedTables::new(ctx, &s, &pages, &lens)?;
-    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
-        let input = PagedDecodeInput {
-            q: q.as_view(),
-            k_cache: kc.as_view(),
-            v_cache: vc.as_view(),
-            tables: &tables,
-            shape: s,
-            scale: None,
-            split: Split::Auto,
-        };
-        paged_decode_with(ctx, v, input, o.as_view_mut())
-    })?;
-    let bytes = kv_bytes::<T>(&s, &lens);
+    let mut data = BenchData::<T>::new(ctx, shape)?;
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || data.run(ctx, v))?;
+    let bytes = data.kv_bytes();
     let src = ctx.upload(&vec![0u8; bytes])?;
     let mut dst = ctx.alloc::<u8>(bytes)?;
     let c =

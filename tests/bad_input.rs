@@ -471,6 +471,11 @@ const ONE: Dim3 = Dim3::x(1);
 /// `q_len` new tokens, the given context lengths, K cache one element off a 16-byte boundary
 /// when `misaligned`. The output must stay untouched.
 fn paged_case(q_len: usize, lens: [i32; 2], misaligned: bool, split: paged::Split) -> Outcome {
+    paged_case_with("v02_vec", q_len, lens, misaligned, split)
+}
+
+/// As [`paged_case`], with the version named `version`.
+fn paged_case_with(version: &str, q_len: usize, lens: [i32; 2], misaligned: bool, split: paged::Split) -> Outcome {
     let ctx = Context::emulator();
     let s = paged::PagedShape {
         batch: 2,
@@ -496,8 +501,8 @@ fn paged_case(q_len: usize, lens: [i32; 2], misaligned: bool, split: paged::Spli
             scale: None,
             split,
         };
-        let v02 = paged::version("v02_vec").expect("v02_vec in the ladder");
-        paged::paged_decode_with(&ctx, v02, input, o.view_mut(0..s.q_elems()).unwrap())
+        let v = paged::version(version).expect("the version is in the ladder");
+        paged::paged_decode_with(&ctx, v, input, o.view_mut(0..s.q_elems()).unwrap())
     });
     outcome(r, [still_fresh("o", &o)])
 }
@@ -875,6 +880,12 @@ fn other_table() -> Vec<Case> {
         ),
         case("paged_decode: v02 with a misaligned k_cache", Invalid, &["paged_decode", "v02_vec", "16-byte"], || {
             paged_case(2, [20, 32], true, paged::Split::Off)
+        }),
+        case("paged_decode: v03 with a misaligned k_cache", Invalid, &["paged_decode", "v03_mma", "16-byte"], || {
+            paged_case_with("v03_mma", 2, [20, 32], true, paged::Split::Off)
+        }),
+        case("paged_decode: v03, q_len 9", Invalid, &["paged_decode", "q_len = 9", "1 to 8"], || {
+            paged_case_with("v03_mma", 9, [20, 32], false, paged::Split::Off)
         }),
         case(
             "paged_decode: split chunk of 48",

@@ -482,7 +482,7 @@ fn verify_paged_decode() {
 #[test]
 fn verify_paged_decode_versions_and_new_tokens() {
     // Speculative decoding (4 new tokens, causal among themselves) on every version by name.
-    for version in ["v01_simt", "v02_vec"] {
+    for version in ["v01_simt", "v02_vec", "v03_mma"] {
         let args = [
             "paged_decode",
             "--batch",
@@ -510,13 +510,35 @@ fn verify_paged_decode_versions_and_new_tokens() {
         let r = verify(&args);
         assert!(r.stdout.contains(&format!("version={version}")) && r.stdout.contains("q_len=4"), "{r}");
     }
+    // Without --kernel, the version paged_decode picks: v03 (tensor cores) for GQA-8 decode
+    // (8 rows per kv head), v02 for 4 rows.
+    for (kv_heads, want) in [("1", "v03_mma"), ("2", "v02_vec")] {
+        let args = [
+            "paged_decode",
+            "--heads",
+            "8",
+            "--kv-heads",
+            kv_heads,
+            "--head-dim",
+            "128",
+            "--page-size",
+            "32",
+            "--context",
+            "90",
+            "--dtype",
+            "f16",
+        ];
+        assert_pass(&args);
+        let r = verify(&args);
+        assert!(r.stdout.contains(&format!("version={want}")), "{r}");
+    }
     let base = ["verify", "paged_decode", "--heads", "4", "--head-dim", "64", "--page-size", "16", "--dtype", "bf16"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> {
         base.iter().copied().chain(extra.iter().copied()).chain(["--backend", "emulator"]).collect()
     };
     assert_refused(&with(&["--context", "3", "--q-len", "4"]), &["shorter than q_len = 4"]);
     assert_refused(&with(&["--context", "9", "--q-len", "0"]), &["q_len = 0"]);
-    assert_refused(&with(&["--context", "9", "--kernel", "v99"]), &["unknown paged_decode version `v99`", "v02_vec"]);
+    assert_refused(&with(&["--context", "9", "--kernel", "v99"]), &["unknown paged_decode version `v99`", "v03_mma"]);
 }
 
 #[test]

@@ -8,9 +8,9 @@
 mod common;
 
 use ferrokern::paged::{
-    AUTO_MIN_CHUNK, AUTO_TARGET_BLOCKS, PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape, PagedTables,
-    PagedVersion, Split, VERSIONS, check_with, default_version, paged_append, paged_decode, paged_decode_with,
-    split_plan,
+    AUTO_MIN_CHUNK, AUTO_TARGET_BLOCKS, MMA_MIN_ROWS, PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape,
+    PagedTables, PagedVersion, Split, VERSIONS, check_with, paged_append, paged_decode, paged_decode_with,
+    pick_version, split_plan, version,
 };
 use ferrokern::{Context, DType, Error};
 use half::bf16;
@@ -37,10 +37,10 @@ proptest! {
     #[test]
     fn paged_decode_matches_reference(
         dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
-        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 1), (8, 2), (6, 1), (12, 2)]),
-        head_dim in proptest::sample::select(vec![32usize, 64, 128]),
+        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 1), (8, 2), (6, 1), (12, 2), (8, 1), (16, 2)]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
         page_size in proptest::sample::select(vec![16usize, 32, 64]),
-        q_len in proptest::sample::select(vec![1usize, 1, 2, 3, 4, 8]),
+        q_len in proptest::sample::select(vec![1usize, 1, 2, 3, 4, 5, 6, 7, 8]),
         context_lens in proptest::collection::vec(1usize..300, 1..8),
         split in proptest::sample::select(vec![Split::Off, Split::Keys(32), Split::Keys(64), Split::Keys(96)]),
         append in any::<bool>(),
@@ -164,8 +164,7 @@ fn split_is_deterministic() {
 
 #[test]
 fn auto_split_rule_edges() {
-    let v02 = default_version();
-    assert_eq!(v02.name, "v02_vec", "the default is the top rung");
+    let v02 = version("v02_vec").unwrap();
     let v01 = &VERSIONS[0];
     let shape = |batch: usize, kv_heads: usize, heads: usize, q_len: usize| PagedShape {
         batch,
@@ -287,9 +286,12 @@ fn bad_tables_and_shapes_are_refused() {
         scale: None,
         split: Split::Off,
     };
-    let e = paged_decode_with(&ctx, default_version(), input, o.as_view_mut()).expect_err("misaligned k_cache");
-    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
-    println!("misaligned cache for v02: {e}");
+    for v in VERSIONS.iter().filter(|v| v.vector_loads) {
+        let e = paged_decode_with(&ctx, v, input, o.as_view_mut()).expect_err("misaligned k_cache");
+        assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
+        assert!(e.to_string().contains(v.name), "{e}");
+        println!("misaligned cache for {}: {e}", v.name);
+    }
     paged_decode(&ctx, input, o.as_view_mut()).expect("the default falls back to v01 for a misaligned cache");
 
     // Append: no room past a full table, and two sequences writing one row.
@@ -311,5 +313,95 @@ fn bad_tables_and_shapes_are_refused() {
         let e = paged_append(&ctx, input, kc.as_view_mut(), vc.as_view_mut()).expect_err(name);
         assert!(matches!(e, Error::InvalidArgument { .. }), "{name}: {e}");
         println!("{name}: {e}");
+    }
+}
+
+#[test]
+fn every_q_len_and_gqa_group_on_every_version() {
+    // New tokens 1 to 8 against GQA groups 1, 4 and 8 (rows per kv head 1 to 64: one to four
+    // row groups of 16, padded m16 tiles in v03), split and not, head dims 64 and 128, with
+    // contexts that end inside a page, exactly at the new tokens, and past a few tiles.
+    let mut n = 0;
+    for ctx in common::backends("every_q_len_and_gqa_group") {
+        for q_len in 1..=8 {
+            for (heads, kv_heads) in [(2, 2), (8, 2), (8, 1)] {
+                let split = if q_len % 2 == 0 { Split::Keys(32) } else { Split::Off };
+                let c = PagedCase {
+                    dtype: if q_len % 3 == 0 { DType::F16 } else { DType::BF16 },
+                    heads,
+                    kv_heads,
+                    q_len,
+                    head_dim: if heads == 8 && kv_heads == 1 { 128 } else { 64 },
+                    page_size: [16, 32, 64][q_len % 3],
+                    context_lens: vec![q_len, 45 + q_len, 130],
+                    split,
+                    append: false,
+                    seed: 100 + n,
+                };
+                run(&ctx, &c);
+                n += 1;
+            }
+        }
+    }
+    println!("{n} cases x {} versions passed", VERSIONS.len());
+}
+
+#[test]
+fn pick_version_follows_the_rows_per_kv_head() {
+    for rows in 1..MMA_MIN_ROWS {
+        assert_eq!(pick_version(rows, true).name, "v02_vec", "{rows} rows");
+    }
+    for rows in [MMA_MIN_ROWS, 16, 17, 64, 256] {
+        assert_eq!(pick_version(rows, true).name, "v03_mma", "{rows} rows");
+    }
+    for rows in [1, MMA_MIN_ROWS, 64] {
+        assert_eq!(pick_version(rows, false).name, "v01_simt", "{rows} rows, misaligned cache");
+    }
+    // GQA-8 decode (8 rows) and GQA-4 with 2 new tokens go to the tensor cores; MHA decode
+    // and GQA-4 decode stay on v02.
+    let s = |heads, kv_heads, q_len| PagedShape {
+        batch: 1,
+        heads,
+        kv_heads,
+        q_len,
+        head_dim: 128,
+        page_size: 16,
+        num_pages: 1,
+        max_pages: 1,
+    };
+    assert_eq!(s(32, 4, 1).rows_per_kv_head(), 8);
+    assert_eq!(pick_version(s(32, 4, 1).rows_per_kv_head(), true).name, "v03_mma");
+    assert_eq!(pick_version(s(32, 8, 2).rows_per_kv_head(), true).name, "v03_mma");
+    assert_eq!(pick_version(s(32, 32, 1).rows_per_kv_head(), true).name, "v02_vec");
+    assert_eq!(pick_version(s(32, 8, 1).rows_per_kv_head(), true).name, "v02_vec");
+    // The shipped entry point on a GQA-8 speculative step (v03) and on MHA decode (v02).
+    let ctx = Context::emulator();
+    for (heads, kv_heads, q_len) in [(8, 1, 3), (2, 2, 1)] {
+        let c = PagedCase { heads, kv_heads, q_len, ..case(vec![q_len, 70], 16, Split::Off, false, 3) };
+        let r = ferrokern::paged::check(&ctx, &c).unwrap();
+        assert!(r.passed(), "{c:?}: {r}");
+    }
+}
+
+#[test]
+fn broken_v03_variants_are_rejected() {
+    use ferrokern::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS};
+    let ctx = Context::emulator();
+    // V's B fragments without .trans: the P V product reads V transposed within each 16 x 16
+    // block. Plain decode, GQA group 8, one sequence of 70 tokens.
+    let c = PagedCase { heads: 8, kv_heads: 1, ..case(vec![70], 16, Split::Off, false, 41) };
+    let r = check_with(&ctx, &c, &BUG_V03_V_NO_TRANS).expect("it runs");
+    assert!(!r.passed(), "V without .trans passed the check: {r}");
+    println!("V fragments without .trans rejected: {r}");
+    run_with(&ctx, &c, version("v03_mma").unwrap());
+    // No per-row key limit: every new token sees the later new tokens too (the causal rule
+    // for q_len > 1). With q_len 1 the bug is invisible by construction, so the check must
+    // use several new tokens; split and not.
+    for split in [Split::Off, Split::Keys(32)] {
+        let c = PagedCase { heads: 4, kv_heads: 1, q_len: 4, ..case(vec![40, 4], 32, split, false, 42) };
+        let r = check_with(&ctx, &c, &BUG_V03_NO_ROW_LIMIT).expect("it runs");
+        assert!(!r.passed(), "{split:?}: the missing row limit passed the check: {r}");
+        println!("missing row limit ({split:?}) rejected: {r}");
+        run_with(&ctx, &c, version("v03_mma").unwrap());
     }
 }

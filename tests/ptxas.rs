@@ -297,3 +297,51 @@ fn attention_backward_kernels_have_no_spills_or_local_memory() {
         }
     }
 }
+
+/// The tensor-core paged decode (and its deliberately broken twins, which ship in the PTX):
+/// mma.sync (HMMA) for `Q K^T` and `P V`, ldmatrix (LDSM) for K and V, the K/V pages by
+/// 16-byte cp.async (LDGSTS.128), no local memory, no spills or stack frame, on every arch.
+#[test]
+fn paged_decode_mma_sass_has_hmma_ldmatrix_and_async_copies() {
+    use ferrokern::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS, VERSIONS};
+    let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
+    let tc: Vec<_> = VERSIONS.iter().filter(|v| v.tensor_cores).collect();
+    assert!(!tc.is_empty(), "the paged ladder has a tensor-core version");
+    for (arch, ptx) in ferrokern::PTX {
+        let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
+        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let _ = std::fs::remove_file(cubin);
+        let kernels = tc
+            .iter()
+            .flat_map(|v| [v.bf16.name, v.f16.name])
+            .chain([BUG_V03_V_NO_TRANS.bf16.name, BUG_V03_NO_ROW_LIMIT.bf16.name]);
+        for k in kernels {
+            let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+            let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
+            let get = |c: &str| m.get(c).copied().unwrap_or(0);
+            // One body per head dim (KD = d / 16 = 2, 4, 6, 8 k-steps), each with a tile's
+            // straight-line KD x 2 mma for S and KD x 2 for P V, and KD ldmatrix for K and KD
+            // (.trans) for V: at least 4 x 20 HMMA and 2 x 20 LDSM in the SASS.
+            let kd_sum: u32 = [2, 4, 6, 8].iter().sum();
+            let (hmma, ldsm) = (4 * kd_sum, 2 * kd_sum);
+            assert!(get("HMMA") >= hmma, "{arch} {k}: {} HMMA (want >= {hmma}) in {m:?}", get("HMMA"));
+            assert!(get("LDSM") >= ldsm, "{arch} {k}: {} LDSM (want >= {ldsm}) in {m:?}", get("LDSM"));
+            assert!(get("LDGSTS.128") >= 2, "{arch} {k}: {} LDGSTS.128 in {m:?}", get("LDGSTS.128"));
+            assert_eq!(get("LDGSTS"), get("LDGSTS.128"), "{arch} {k}: every async copy is 16 bytes: {m:?}");
+            assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+            assert!(
+                r.spill_store_bytes == 0 && r.spill_load_bytes == 0 && r.stack_bytes == 0,
+                "{arch} {k}: spills or a stack frame: {r:?}"
+            );
+            println!(
+                "{arch} {k}: {} registers, {} HMMA, {} LDSM, {} LDGSTS.128, {} BAR, no local memory, no spills; {} B dynamic shared",
+                r.registers,
+                get("HMMA"),
+                get("LDSM"),
+                get("LDGSTS.128"),
+                get("BAR"),
+                tc[0].shared_bytes
+            );
+        }
+    }
+}

@@ -1141,9 +1141,9 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         ));
     }
     let version = match a.kernel.as_deref() {
-        None => paged::default_version(),
+        None => None,
         Some(name) => match paged::version(name) {
-            Some(v) => v,
+            Some(v) => Some(v),
             None => {
                 let names: Vec<&str> = paged::VERSIONS.iter().map(|v| v.name).collect();
                 return bad_args(format!("unknown paged_decode version `{name}`: use one of {}", names.join(", ")));
@@ -1182,6 +1182,9 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         append: false,
         seed: a.seed.unwrap_or(1),
     };
+    // Without --kernel, the version paged_decode picks for this shape (the check's caches are
+    // aligned allocations).
+    let version = version.unwrap_or_else(|| paged::pick_version(case.rows_per_kv_head(), true));
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),

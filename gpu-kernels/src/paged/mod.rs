@@ -35,9 +35,11 @@
 //! |---|---|
 //! | [`v01_simt`] | CUDA cores, f32 math; scalar 2-byte loads, a block-table lookup per element, K/V staged as f32 in shared memory; 4 rows per block |
 //! | [`v02_vec`] | 16-byte `cp.async` loads (one table lookup per page a thread touches), a 2-stage pipeline, raw 16-bit tiles; 16 rows per block, so a kv head's KV is read once for up to 16 (token, head) rows |
+//! | [`v03_mma`] | the block's 16 rows as one m16 tile on `mma.sync` m16n8k16 (sm_80+): `S = Q K^T` and `O += P V` on the tensor cores, online softmax on the accumulator fragments, P re-packed in registers, V by `ldmatrix .trans`; v02's tiles and pipeline, 2 warps splitting each tile's keys, merged at the end |
 
 pub mod v01_simt;
 pub mod v02_vec;
+pub mod v03_mma;
 
 /// Most new tokens per sequence (speculative decoding's draft length).
 pub const MAX_Q_LEN: u32 = 8;
@@ -100,6 +102,12 @@ crate::kernels! {
     PAGED_DECODE_V01_F16 = paged_decode_v01_f16(PagedDecodeParams<F16>) => v01_simt::run::<F16>;
     PAGED_DECODE_V02_BF16 = paged_decode_v02_bf16(PagedDecodeParams<Bf16>) => v02_vec::run::<Bf16>;
     PAGED_DECODE_V02_F16 = paged_decode_v02_f16(PagedDecodeParams<F16>) => v02_vec::run::<F16>;
+    PAGED_DECODE_V03_BF16 = paged_decode_v03_bf16(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_NONE }>;
+    PAGED_DECODE_V03_F16 = paged_decode_v03_f16(PagedDecodeParams<F16>) => v03_mma::run::<F16, { v03_mma::BUG_NONE }>;
+    /// Deliberately wrong (tests only): v03 with V's B fragments loaded without `.trans`.
+    PAGED_DECODE_BUG_V03_V_NO_TRANS = paged_decode_bug_v03_v_no_trans(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_V_NO_TRANS }>;
+    /// Deliberately wrong (tests only): v03 without the per-row key limit (causal, padding).
+    PAGED_DECODE_BUG_V03_NO_ROW_LIMIT = paged_decode_bug_v03_no_row_limit(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_NO_ROW_LIMIT }>;
     PAGED_DECODE_COMBINE_BF16 = paged_decode_combine_bf16(PagedDecodeParams<Bf16>) => v01_simt::combine::<Bf16>;
     PAGED_DECODE_COMBINE_F16 = paged_decode_combine_f16(PagedDecodeParams<F16>) => v01_simt::combine::<F16>;
     PAGED_APPEND_BF16 = paged_append_bf16(PagedAppendParams<Bf16>) => v01_simt::append::<Bf16>;
@@ -110,7 +118,9 @@ crate::kernels! {
 /// crosses a chunk boundary.
 pub const TILE_KEYS: u32 = v01_simt::BK;
 const _: () = assert!(v02_vec::BK == TILE_KEYS, "one tile size for the split rule of every version");
+const _: () = assert!(v03_mma::BK == TILE_KEYS, "one tile size for the split rule of every version");
 const _: () = assert!(v02_vec::MAX_HEAD_DIM == v01_simt::MAX_HEAD_DIM, "one head-dim limit for the launcher");
+const _: () = assert!(v03_mma::MAX_HEAD_DIM == v01_simt::MAX_HEAD_DIM, "one head-dim limit for the launcher");
 
 /// One rung of the ladder: its kernels and the launch shape the host derives from it.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -124,6 +134,8 @@ pub struct PagedVersion {
     pub rows_per_block: u32,
     /// Nonzero: K/V are read in 16-byte chunks, so the caches must be 16-byte aligned.
     pub vector_loads: bool,
+    /// `mma.sync` on the tensor cores (sm_80+; the SASS gate checks HMMA, LDSM, LDGSTS).
+    pub tensor_cores: bool,
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -153,6 +165,7 @@ pub const VERSIONS: &[PagedVersion] = &[
         shared_bytes: v01_simt::SHARED_BYTES,
         rows_per_block: v01_simt::WARPS,
         vector_loads: false,
+        tensor_cores: false,
     },
     PagedVersion {
         name: "v02_vec",
@@ -162,13 +175,47 @@ pub const VERSIONS: &[PagedVersion] = &[
         shared_bytes: v02_vec::SHARED_BYTES,
         rows_per_block: v02_vec::MAX_ROWS,
         vector_loads: true,
+        tensor_cores: false,
     },
+    v03(&PAGED_DECODE_V03_BF16, &PAGED_DECODE_V03_F16, "v03_mma"),
 ];
+
+#[cfg(not(target_arch = "nvptx64"))]
+const fn v03(
+    bf16: &'static crate::KernelDef<PagedDecodeParams<Bf16>>,
+    f16: &'static crate::KernelDef<PagedDecodeParams<F16>>,
+    name: &'static str,
+) -> PagedVersion {
+    PagedVersion {
+        name,
+        bf16,
+        f16,
+        threads: v03_mma::THREADS,
+        shared_bytes: v03_mma::SHARED_BYTES,
+        rows_per_block: v03_mma::ROWS,
+        vector_loads: true,
+        tensor_cores: true,
+    }
+}
+
+/// Deliberately wrong (tests only, not in [`VERSIONS`]): v03 with V's B fragments loaded
+/// without `.trans` (a wrong fragment layout); bf16 only (its f16 slot is the correct kernel,
+/// never used by the tests).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_V03_V_NO_TRANS: PagedVersion =
+    v03(&PAGED_DECODE_BUG_V03_V_NO_TRANS, &PAGED_DECODE_V03_F16, "bug_v03_v_no_trans");
+
+/// Deliberately wrong (tests only): v03 where every row sees the block's whole key range
+/// (the causal limit of each new token dropped); bf16 only, as above.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_V03_NO_ROW_LIMIT: PagedVersion =
+    v03(&PAGED_DECODE_BUG_V03_NO_ROW_LIMIT, &PAGED_DECODE_V03_F16, "bug_v03_no_row_limit");
 
 /// Threads per block of `name` if it is a paged-attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    if let Some(v) = VERSIONS.iter().find(|v| v.bf16.name == name || v.f16.name == name) {
+    let all = VERSIONS.iter().chain([&BUG_V03_V_NO_TRANS, &BUG_V03_NO_ROW_LIMIT]);
+    if let Some(v) = all.into_iter().find(|v| v.bf16.name == name || v.f16.name == name) {
         return Some(v.threads);
     }
     // The combine and the append launch v01's block.

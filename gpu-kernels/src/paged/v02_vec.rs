@@ -11,7 +11,7 @@
 //! SM needs ~23 KB in flight. One tile here is [`BK`] = 32 tokens of K and V, `32 * 128 * 2 *
 //! 2 = 16 KB` at `d = 128`; with 2 stages one tile is always in flight while the other is
 //! computed. [`SHARED_BYTES`] = 44 KB would let 5 blocks share an SM (228 KB); registers
-//! (ptxas 12.9: 114-123 per thread, sm_80/sm_90) allow 4 blocks of 128 threads: up to ~64 KB in
+//! (ptxas 12.9: 110-118 per thread, sm_80/sm_90) allow 4 blocks of 128 threads: up to ~64 KB in
 //! flight per SM, ~2.8x the need, without the >48 KB opt-in. `cp.async` (LDGSTS) lands the
 //! bytes in shared memory without holding registers across the compute, which direct 128-bit
 //! register loads would (8 x 16 B per thread per tile, live across the whole score and `P V`
@@ -57,6 +57,9 @@
 //! | b1 h32/8 d128 p16 L32768 | 134 MB | 31.2 us |
 //! | b4 h32/32 d128 p64 L16384 | 1074 MB | 250 us |
 //! | b16 h32/8 d128 p16 L4096 q_len 4 | 268 MB | 62.4 us |
+//! | b64 h32/4 d128 p16 L1024 | 134 MB | 31.2 us |
+//! | b16 h32/4 d128 p16 L4096 q_len 8 | 134 MB | 31.2 us |
+//! | b1 h32/4 d128 p16 L32768 q_len 2 | 67 MB | 15.6 us |
 //!
 //! # Safety
 //! As v01's (see [`super::v01_simt`]), and: the K and V views are 16-byte aligned (the
@@ -95,7 +98,8 @@ const TILE: u32 = BK * KV_LD;
 
 const K_OFF: u32 = 0;
 const V_OFF: u32 = K_OFF + 2 * STAGES * TILE;
-const Q_OFF: u32 = V_OFF + 2 * STAGES * TILE;
+/// Byte offset of the Q slot: the K and V stages end here (v03 uses only the stages).
+pub(super) const Q_OFF: u32 = V_OFF + 2 * STAGES * TILE;
 const P_OFF: u32 = Q_OFF + Shared::<f32>::bytes(MAX_ROWS * MAX_HEAD_DIM);
 /// Dynamic shared memory of the decode kernel.
 pub const SHARED_BYTES: u32 = P_OFF + Shared::<f32>::bytes(MAX_ROWS * BK);
@@ -121,17 +125,64 @@ const P_S: Shared<f32> = Shared::at(P_OFF, MAX_ROWS * BK);
 
 /// The 16-bit tiles as `T` (the cp.async destinations).
 #[inline(always)]
-fn k_tiles<T: Copy>() -> Shared<T> {
+pub(super) fn k_tiles<T: Copy>() -> Shared<T> {
     Shared::at(K_OFF, STAGES * TILE)
 }
 #[inline(always)]
-fn v_tiles<T: Copy>() -> Shared<T> {
+pub(super) fn v_tiles<T: Copy>() -> Shared<T> {
     Shared::at(V_OFF, STAGES * TILE)
 }
 
 #[inline(always)]
 fn to_f32<T: MmaInput>(bits: u16) -> f32 {
     T::from_bits16(bits).to_f32()
+}
+
+/// Issues one thread's `cp.async` copies of the K and V rows of tokens `tile0 .. tile0 + BK`
+/// of kv head `kvh` of sequence `b` into stage `stage` of the K and V tiles, and commits them
+/// as one group. The tile's `BK * d / 8` 16-byte chunks of K (and of V) are numbered
+/// row-major and thread `tid` of `threads` copies chunks `tid, tid + threads, ...`: consecutive
+/// threads copy consecutive 16 bytes of a token row and consecutive tokens of a page (one
+/// contiguous run per page). Tokens from `end` on are zero-filled (`src-size 0`, nothing read).
+/// A thread's rows ascend, so it looks a page up once per page it touches. Shared with
+/// [`super::v03_mma`], which stages the same tiles.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn issue_kv_tile<T: MmaInput>(
+    p: &PagedDecodeParams<T>,
+    tid: u32,
+    threads: u32,
+    stage: u32,
+    tile0: usize,
+    end: usize,
+    b: usize,
+    kvh: usize,
+) {
+    let (d, page_size, kv_heads) = (p.d as usize, p.page_size as usize, p.kv_heads as usize);
+    let table = b * p.max_pages as usize;
+    let chunks_per_row = d / CHUNK as usize;
+    let (mut page_idx, mut page) = (usize::MAX, 0usize);
+    let mut e = tid as usize;
+    while e < BK as usize * chunks_per_row {
+        let (r, c) = (e / chunks_per_row, e % chunks_per_row);
+        let di = (stage * BK + r as u32) * KV_LD + c as u32 * CHUNK;
+        let j = tile0 + r;
+        if j < end {
+            if j / page_size != page_idx {
+                page_idx = j / page_size;
+                page = p.block_tables.load(table + page_idx) as usize;
+            }
+            let src = ((page * kv_heads + kvh) * page_size + j % page_size) * d + c * CHUNK as usize;
+            cp_async_16(k_tiles::<T>(), di, p.k_cache, src, 16);
+            cp_async_16(v_tiles::<T>(), di, p.v_cache, src, 16);
+        } else {
+            // Past the chunk: zero-fill, read nothing.
+            cp_async_16(k_tiles::<T>(), di, p.k_cache, 0, 0);
+            cp_async_16(v_tiles::<T>(), di, p.v_cache, 0, 0);
+        }
+        e += threads as usize;
+    }
+    cp_async_commit();
 }
 
 #[inline(always)]
@@ -180,36 +231,11 @@ pub fn run<T: MmaInput>(p: PagedDecodeParams<T>) {
     });
 
     // Issues the copies of tile `t` into stage `t % STAGES`.
-    let (page_size, kv_heads, kvh_u) = (p.page_size as usize, p.kv_heads as usize, kvh as usize);
-    let table = b * p.max_pages as usize;
-    let chunks_per_row = d / CHUNK as usize;
     let issue = |t: usize| {
         let tile0 = begin + t * BK as usize;
-        let stage = (t % STAGES as usize) as u32;
-        let (mut page_idx, mut page) = (usize::MAX, 0usize);
-        let mut e = tid as usize;
-        while e < BK as usize * chunks_per_row {
-            let (r, c) = (e / chunks_per_row, e % chunks_per_row);
-            let di = (stage * BK + r as u32) * KV_LD + c as u32 * CHUNK;
-            let j = tile0 + r;
-            if j < end {
-                // Rows of one thread ascend, so one lookup per page it touches.
-                if j / page_size != page_idx {
-                    page_idx = j / page_size;
-                    page = p.block_tables.load(table + page_idx) as usize;
-                }
-                let src = ((page * kv_heads + kvh_u) * page_size + j % page_size) * d + c * CHUNK as usize;
-                cp_async_16(k_tiles::<T>(), di, p.k_cache, src, 16);
-                cp_async_16(v_tiles::<T>(), di, p.v_cache, src, 16);
-            } else {
-                // Past the chunk: zero-fill, read nothing.
-                cp_async_16(k_tiles::<T>(), di, p.k_cache, 0, 0);
-                cp_async_16(v_tiles::<T>(), di, p.v_cache, 0, 0);
-            }
-            e += THREADS as usize;
-        }
-        cp_async_commit();
+        issue_kv_tile(&p, tid, THREADS, (t % STAGES as usize) as u32, tile0, end, b, kvh as usize);
     };
+    let chunks_per_row = d / CHUNK as usize;
 
     let mut m = [f32::NEG_INFINITY; RPW];
     let mut l = [0.0f32; RPW];
