@@ -213,18 +213,6 @@ fn copy_rows<T: MmaInput>(
     }
 }
 
-#[inline(always)]
-fn pack<T: MmaInput>(lo: f32, hi: f32) -> u32 {
-    mma::pack_f32x2::<T>(lo, hi)
-}
-
-/// The A fragment of k-step `k` from C fragments (rows `g`, `g + 8`; columns `2 t`, `2 t + 1`)
-/// of n8 tiles `2 k` and `2 k + 1`: (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
-#[inline(always)]
-fn a_from_c<T: MmaInput>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
-    [pack::<T>(lo[0], lo[1]), pack::<T>(lo[2], lo[3]), pack::<T>(hi[0], hi[1]), pack::<T>(hi[2], hi[3])]
-}
-
 /// `acc[n] += A B` over `KS` k-steps for `2 NP` n8 tiles: A of k-step `kk` by plain ldmatrix
 /// at `a_at + 16 kk` of `a_view`, B of k-step `kk`, n8 tiles `2 np`, `2 np + 1` by plain
 /// ldmatrix at `b_at + 16 np ld + 16 kk` of `b_view` (both row-major, k contiguous).
@@ -262,7 +250,7 @@ fn gemm_cn<T: MmaInput, const NC: usize, const N8: usize, const BUG_SWAP: bool>(
     ld: u32,
 ) {
     unroll16!(k < NC / 2 => {
-        let mut a = a_from_c::<T>(c[2 * k], c[2 * k + 1]);
+        let mut a = mma::a_from_c::<T>(c[2 * k], c[2 * k + 1]);
         if BUG_SWAP {
             a.swap(1, 2);
         }
@@ -289,8 +277,8 @@ fn stage_c<T: MmaInput, const N8: usize>(
 ) {
     unroll16!(nt < N8 => {
         let col = 8 * nt as u32 + 2 * t;
-        words.store(((row0 + g) * ld + col) / 2, pack::<T>(c[nt][0] * mul, c[nt][1] * mul));
-        words.store(((row0 + g + 8) * ld + col) / 2, pack::<T>(c[nt][2] * mul, c[nt][3] * mul));
+        words.store(((row0 + g) * ld + col) / 2, mma::pack_f32x2::<T>(c[nt][0] * mul, c[nt][1] * mul));
+        words.store(((row0 + g + 8) * ld + col) / 2, mma::pack_f32x2::<T>(c[nt][2] * mul, c[nt][3] * mul));
     });
 }
 

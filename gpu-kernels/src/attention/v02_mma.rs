@@ -80,7 +80,6 @@
 use super::AttentionParams;
 use crate::device::mma::{self, MmaInput, cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix};
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
-use crate::device::warp::{FULL_MASK, shfl_xor_sync};
 use crate::device::{Global, Shared, WARP_SIZE, hint, math};
 
 /// Query rows per block: one m16 tile per warp.
@@ -211,27 +210,6 @@ fn copy_tile<T: MmaInput>(
     }
 }
 
-/// Two f32 as the packed pair of 16-bit values an mma fragment register holds (`lo` first).
-#[inline(always)]
-fn pack<T: MmaInput>(lo: f32, hi: f32) -> u32 {
-    mma::pack_f32x2::<T>(lo, hi)
-}
-
-/// Max over the quad of lanes sharing a row (lanes `4 g .. 4 g + 3`).
-#[inline(always)]
-#[track_caller]
-fn quad_max(v: f32) -> f32 {
-    let v = math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 1));
-    math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 2))
-}
-
-#[inline(always)]
-#[track_caller]
-fn quad_sum(v: f32) -> f32 {
-    let v = v + shfl_xor_sync(FULL_MASK, v, 1);
-    v + shfl_xor_sync(FULL_MASK, v, 2)
-}
-
 /// One warp's online-softmax state for its lane's two rows (`g`, `g + 8`): running max `m` of
 /// the scaled base-2 scores, this lane's part of the running sum `l` of `2^(s c - m)`.
 struct RowState {
@@ -267,7 +245,7 @@ fn softmax_tile<const MASKED: bool>(
     let mut m_new = [0.0f32; 2];
     let mut corr = [1.0f32; 2];
     unroll16!(r < 2 => {
-        let tile_max = quad_max(mx[r]);
+        let tile_max = mma::quad_max(mx[r]);
         // c * -inf would be NaN for c = 0; no visible key leaves the running max as it was.
         let scaled = if tile_max == f32::NEG_INFINITY { f32::NEG_INFINITY } else { tile_max * c };
         m_new[r] = math::max_nan(st.m[r], scaled);
@@ -429,11 +407,10 @@ pub fn run<
                 });
             });
             // O += P V. P's C fragments of key tiles 2 kp and 2 kp + 1 are the A fragment of
-            // k-step kp: (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
+            // k-step kp (`mma::a_from_c`).
             let v_at = hint::opaque_u32(stage * stage_elems + v_lane);
             unroll16!(kp < NS / 2 => {
-                let (lo, hi) = (s[2 * kp], s[2 * kp + 1]);
-                let mut a = [pack::<T>(lo[0], lo[1]), pack::<T>(lo[2], lo[3]), pack::<T>(hi[0], hi[1]), pack::<T>(hi[2], hi[3])];
+                let mut a = mma::a_from_c::<T>(s[2 * kp], s[2 * kp + 1]);
                 if BUG_SWAP_P {
                     a.swap(1, 2);
                 }
@@ -452,14 +429,14 @@ pub fn run<
 
     // Epilogue: normalize, stage the warp's 16 x D output tile in shared memory (4-byte
     // stores, conflict-free thanks to the padding), then write whole 16-byte chunks.
-    let l = [quad_sum(st.l[0]), quad_sum(st.l[1])];
+    let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
     let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
     let o_words = Shared::<u32>::at(cfg.o_offset(), cfg.tile() / 2);
     unroll16!(nt < ND => {
         let col = 8 * nt as u32 + 2 * t;
         let row = 16 * warp + g;
-        o_words.store((row * ld + col) / 2, pack::<T>(o[nt][0] * inv[0], o[nt][1] * inv[0]));
-        o_words.store(((row + 8) * ld + col) / 2, pack::<T>(o[nt][2] * inv[1], o[nt][3] * inv[1]));
+        o_words.store((row * ld + col) / 2, mma::pack_f32x2::<T>(o[nt][0] * inv[0], o[nt][1] * inv[0]));
+        o_words.store(((row + 8) * ld + col) / 2, mma::pack_f32x2::<T>(o[nt][2] * inv[1], o[nt][3] * inv[1]));
     });
     if t == 0 {
         unroll16!(r < 2 => {

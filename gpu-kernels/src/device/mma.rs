@@ -79,6 +79,39 @@ pub fn pack_f32x2<T: MmaInput>(lo: f32, hi: f32) -> u32 {
     imp::cvt_pack_f32x2(T::KIND, lo, hi)
 }
 
+/// The C fragments of n8 tiles `2 k` and `2 k + 1` (rows `g`, `g + 8`; columns `2 t`,
+/// `2 t + 1`), rounded to `T`, as the A fragment of k-step `k` of the next mma: (g, 2t..),
+/// (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..). How FlashAttention-style kernels feed a
+/// product (P, dS) to the next one without shared memory.
+#[inline(always)]
+pub fn a_from_c<T: MmaInput>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
+    [
+        pack_f32x2::<T>(lo[0], lo[1]),
+        pack_f32x2::<T>(lo[2], lo[3]),
+        pack_f32x2::<T>(hi[0], hi[1]),
+        pack_f32x2::<T>(hi[2], hi[3]),
+    ]
+}
+
+/// Max (NaN-propagating) over the quad of lanes that hold one C-fragment row (lanes
+/// `4 g .. 4 g + 3`).
+#[inline(always)]
+#[track_caller]
+pub fn quad_max(v: f32) -> f32 {
+    use super::warp::{FULL_MASK, shfl_xor_sync};
+    let v = super::math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 1));
+    super::math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 2))
+}
+
+/// Sum over the quad of lanes that hold one C-fragment row (see [`quad_max`]).
+#[inline(always)]
+#[track_caller]
+pub fn quad_sum(v: f32) -> f32 {
+    use super::warp::{FULL_MASK, shfl_xor_sync};
+    let v = v + shfl_xor_sync(FULL_MASK, v, 1);
+    v + shfl_xor_sync(FULL_MASK, v, 2)
+}
+
 /// `D = A * B + C`: `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32` with
 /// this lane's fragments (layouts in the module docs).
 #[inline(always)]

@@ -133,59 +133,41 @@ macro_rules! wgmma_m64n256 {
     };
 }
 
-#[inline(always)]
-pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
-    kind: super::mma::MmaKind,
-    d: &mut [f32; 64],
-    a: u64,
-    b: u64,
-    scale_d: bool,
-) {
-    use super::mma::MmaKind::{Bf16, F16};
-    let sd = scale_d as u32;
-    // SAFETY: the descriptors name tiles inside the shared segment in the canonical layouts
-    // (the kernel's const layout, checked on the emulator); the warpgroup executes this with
-    // uniform operands; `d` is read and written in registers.
-    unsafe {
-        match (kind, TRANS_A, TRANS_B) {
-            (Bf16, 0, 0) => wgmma_m64n128!(d, a, b, sd, "bf16", "0", "0"),
-            (Bf16, 0, _) => wgmma_m64n128!(d, a, b, sd, "bf16", "0", "1"),
-            (Bf16, _, 0) => wgmma_m64n128!(d, a, b, sd, "bf16", "1", "0"),
-            (Bf16, _, _) => wgmma_m64n128!(d, a, b, sd, "bf16", "1", "1"),
-            (F16, 0, 0) => wgmma_m64n128!(d, a, b, sd, "f16", "0", "0"),
-            (F16, 0, _) => wgmma_m64n128!(d, a, b, sd, "f16", "0", "1"),
-            (F16, _, 0) => wgmma_m64n128!(d, a, b, sd, "f16", "1", "0"),
-            (F16, _, _) => wgmma_m64n128!(d, a, b, sd, "f16", "1", "1"),
+/// `pub fn $name`: one wgmma of the shape `$shape` issues (`$regs` accumulators), with the type
+/// and transpose immediates picked from the arguments (constants after inlining).
+macro_rules! wgmma_fn {
+    ($name:ident, $regs:literal, $shape:ident) => {
+        #[inline(always)]
+        pub fn $name<const TRANS_A: u32, const TRANS_B: u32>(
+            kind: super::mma::MmaKind,
+            d: &mut [f32; $regs],
+            a: u64,
+            b: u64,
+            scale_d: bool,
+        ) {
+            use super::mma::MmaKind::{Bf16, F16};
+            let sd = scale_d as u32;
+            // SAFETY: the descriptors name tiles inside the shared segment in the canonical
+            // layouts (the kernel's const layout, checked on the emulator); the warpgroup
+            // executes this with uniform operands; `d` is read and written in registers.
+            unsafe {
+                match (kind, TRANS_A, TRANS_B) {
+                    (Bf16, 0, 0) => $shape!(d, a, b, sd, "bf16", "0", "0"),
+                    (Bf16, 0, _) => $shape!(d, a, b, sd, "bf16", "0", "1"),
+                    (Bf16, _, 0) => $shape!(d, a, b, sd, "bf16", "1", "0"),
+                    (Bf16, _, _) => $shape!(d, a, b, sd, "bf16", "1", "1"),
+                    (F16, 0, 0) => $shape!(d, a, b, sd, "f16", "0", "0"),
+                    (F16, 0, _) => $shape!(d, a, b, sd, "f16", "0", "1"),
+                    (F16, _, 0) => $shape!(d, a, b, sd, "f16", "1", "0"),
+                    (F16, _, _) => $shape!(d, a, b, sd, "f16", "1", "1"),
+                }
+            }
         }
-    }
+    };
 }
 
-#[inline(always)]
-pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
-    kind: super::mma::MmaKind,
-    d: &mut [f32; 128],
-    a: u64,
-    b: u64,
-    scale_d: bool,
-) {
-    use super::mma::MmaKind::{Bf16, F16};
-    let sd = scale_d as u32;
-    // SAFETY: the descriptors name tiles inside the shared segment in the canonical layouts
-    // (the kernel's const layout, checked on the emulator); the warpgroup executes this with
-    // uniform operands; `d` is read and written in registers.
-    unsafe {
-        match (kind, TRANS_A, TRANS_B) {
-            (Bf16, 0, 0) => wgmma_m64n256!(d, a, b, sd, "bf16", "0", "0"),
-            (Bf16, 0, _) => wgmma_m64n256!(d, a, b, sd, "bf16", "0", "1"),
-            (Bf16, _, 0) => wgmma_m64n256!(d, a, b, sd, "bf16", "1", "0"),
-            (Bf16, _, _) => wgmma_m64n256!(d, a, b, sd, "bf16", "1", "1"),
-            (F16, 0, 0) => wgmma_m64n256!(d, a, b, sd, "f16", "0", "0"),
-            (F16, 0, _) => wgmma_m64n256!(d, a, b, sd, "f16", "0", "1"),
-            (F16, _, 0) => wgmma_m64n256!(d, a, b, sd, "f16", "1", "0"),
-            (F16, _, _) => wgmma_m64n256!(d, a, b, sd, "f16", "1", "1"),
-        }
-    }
-}
+wgmma_fn!(wgmma_m64n128k16, 64, wgmma_m64n128);
+wgmma_fn!(wgmma_m64n256k16, 128, wgmma_m64n256);
 
 /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: `regs` is a constant after inlining (a
 /// version's tiling), so one arm remains; PTX takes it as an immediate.

@@ -64,7 +64,6 @@ use super::v01_simt::{causal_limit, out_row, partial_words, row_token_head};
 use super::v02_vec::{self, KV_LD, issue_kv_tile, k_tiles, v_tiles};
 use crate::device::mma::{self, MmaInput, cp_async_commit, cp_async_wait_group, ldmatrix, pack2};
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
-use crate::device::warp::{FULL_MASK, shfl_xor_sync};
 use crate::device::{Shared, WARP_SIZE, math};
 use crate::gemm::unroll8;
 
@@ -97,21 +96,6 @@ pub const BUG_V_NO_TRANS: u32 = 1;
 /// Every row sees the block's whole key range: the per-row causal limit (and the padded
 /// rows' empty limit) left out.
 pub const BUG_NO_ROW_LIMIT: u32 = 2;
-
-/// Max over the quad of lanes sharing a row (lanes `4 g .. 4 g + 3`).
-#[inline(always)]
-#[track_caller]
-fn quad_max(v: f32) -> f32 {
-    let v = math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 1));
-    math::max_nan(v, shfl_xor_sync(FULL_MASK, v, 2))
-}
-
-#[inline(always)]
-#[track_caller]
-fn quad_sum(v: f32) -> f32 {
-    let v = v + shfl_xor_sync(FULL_MASK, v, 1);
-    v + shfl_xor_sync(FULL_MASK, v, 2)
-}
 
 /// The kernel: one body per head dim (`p.d / 16` k-steps as a constant, so each k-step's
 /// ldmatrix and mma are straight-line code the scheduler can overlap; a runtime bound put a
@@ -247,7 +231,7 @@ fn body<T: MmaInput, const BUG: u32, const KD: usize>(p: PagedDecodeParams<T>) {
             });
             let mut corr = [1.0f32; 2];
             unroll8!(r < 2 => {
-                let tile_max = quad_max(mx[r]);
+                let tile_max = mma::quad_max(mx[r]);
                 // c * -inf would be NaN for c = 0; no visible key leaves the max as it was.
                 let scaled = if tile_max == f32::NEG_INFINITY { f32::NEG_INFINITY } else { tile_max * c };
                 let m_new = math::max_nan(m[r], scaled);
@@ -270,13 +254,8 @@ fn body<T: MmaInput, const BUG: u32, const KD: usize>(p: PagedDecodeParams<T>) {
             });
 
             // O += P V. P's C fragments of key tiles 0 and 1 are the A fragment of the warp's
-            // k16 step: (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
-            let a = [
-                mma::pack_f32x2::<T>(s[0][0], s[0][1]),
-                mma::pack_f32x2::<T>(s[0][2], s[0][3]),
-                mma::pack_f32x2::<T>(s[1][0], s[1][1]),
-                mma::pack_f32x2::<T>(s[1][2], s[1][3]),
-            ];
+            // k16 step (`mma::a_from_c`).
+            let a = mma::a_from_c::<T>(s[0], s[1]);
             unroll8!(dp < KD => {
                 unroll8!(hf < 2 => {
                     unroll8!(e < 4 => {
@@ -295,7 +274,7 @@ fn body<T: MmaInput, const BUG: u32, const KD: usize>(p: PagedDecodeParams<T>) {
 
     // Merge the warps' states (each covered its own keys of every tile). The K/V stages are
     // free: the loop's last barrier follows every read, and no copy is pending.
-    l = [quad_sum(l[0]), quad_sum(l[1])];
+    l = [mma::quad_sum(l[0]), mma::quad_sum(l[1])];
     let slot = |w: u32, value: u32| -> u32 { (w - 1) * SLOT_WORDS + value * WARP_SIZE + lane };
     const { assert!(KD as u32 <= MAX_KD) };
     let merge = Shared::<f32>::at(0, (WARPS - 1) * SLOT_WORDS);
