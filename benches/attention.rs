@@ -41,7 +41,8 @@ fn main() {
             g.throughput(Throughput::Elements(attention::flops(&s, causal) as u64));
             g.sample_size(10);
             for version in VERSIONS {
-                if version.kernel(head_dim).is_none() {
+                if let Some(why) = attention::unavailable(&ctx, version, head_dim) {
+                    println!("SKIP: {why}");
                     continue;
                 }
                 g.bench_function(version.name, |b| {

@@ -14,7 +14,9 @@ use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::KernelDef;
 use gpu_kernels::attention::AttentionParams;
-pub use gpu_kernels::attention::{AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS, VarlenKernels};
+pub use gpu_kernels::attention::{
+    AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P, VERSIONS, VarlenKernels,
+};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -46,10 +48,35 @@ pub fn version(name: &str) -> Option<&'static AttentionVersion> {
     VERSIONS.iter().find(|v| v.name == name)
 }
 
-/// The version [`attention`] runs for `head_dim` when the views are (`aligned16`) or are not
-/// all 16-byte aligned: the highest rung that supports it, or `None` when none does.
-pub fn default_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
-    VERSIONS.iter().rev().find(|v| v.kernel(head_dim).is_some_and(|k| aligned16 || !k.align16))
+/// The version [`attention`] runs on `ctx` for `head_dim` when the views are (`aligned16`) or
+/// are not all 16-byte aligned: the highest rung that supports both and that the device can
+/// run (v03 needs the sm_90a PTX; the emulator runs every version), or `None` when none does.
+/// The order is the ladder's, not yet a measured one (no GPU run so far).
+pub fn default_version(ctx: &Context, head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
+    VERSIONS
+        .iter()
+        .rev()
+        .find(|v| v.kernel(head_dim).is_some_and(|k| (aligned16 || !k.align16) && arch_ok(ctx, k).is_ok()))
+}
+
+/// Why `ctx` cannot run `v` at `head_dim` (it has no kernel for it, or the kernel needs PTX
+/// this device did not load), or `None` when it can.
+pub fn unavailable(ctx: &Context, v: &AttentionVersion, head_dim: usize) -> Option<String> {
+    match v.kernel(head_dim) {
+        None => Some(format!("{} has no kernel for head dim {head_dim}", v.name)),
+        Some(k) => arch_ok(ctx, k).err().map(|why| format!("{} {why}", v.name)),
+    }
+}
+
+/// Whether `ctx` can run `k`: an error naming the PTX it needs when not.
+fn arch_ok(ctx: &Context, k: &AttentionKernel) -> std::result::Result<(), String> {
+    match (k.required_arch(), ctx.device_info()) {
+        (Some(need), Some(info)) if info.ptx_arch != need => Err(format!(
+            "runs only where the {need} PTX is loaded (Hopper, compute capability 9.0); this {} loaded {}",
+            info.name, info.ptx_arch
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn supported_dims() -> String {
@@ -137,7 +164,7 @@ pub fn attention<T: AttentionFloat>(
     lse: BufMut<'_, f32>,
 ) -> Result<()> {
     let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
-    let v = default_version(input.shape.head_dim, aligned).ok_or_else(|| {
+    let v = default_version(ctx, input.shape.head_dim, aligned).ok_or_else(|| {
         Error::invalid(
             "attention",
             format!("head_dim = {} is not supported by any version ({})", input.shape.head_dim, supported_dims()),
@@ -202,10 +229,33 @@ pub fn attention_with<T: AttentionFloat>(
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
     }
+    if let Err(why) = arch_ok(ctx, kernel) {
+        return Err(Error::invalid(OP, format!("{} {why}: use v02_mma", version.name)));
+    }
     if s.batch == 0 || s.heads == 0 || s.seq_q == 0 {
         return Ok(());
     }
-    let params = AttentionParams {
+    // TMA kernels: rank-3 maps (head dims, sequence, batch x heads) of Q, K and V, so a box
+    // never reads into the next head's rows. seq_k = 0 loads no key tile (and K and V may be
+    // empty views): Q's map is still encoded, K's and V's describe Q's tensor.
+    let mut maps = Vec::new();
+    if let Some(tma) = kernel.tma {
+        let d = s.head_dim;
+        let q_desc = crate::tma::desc_3d(OP, q, [d, s.seq_q, s.batch * s.heads], d, s.seq_q * d, tma.q_box, 128)?;
+        maps.extend_from_slice(&crate::tma::encode(ctx, &q_desc)?);
+        for view in [k, v] {
+            let desc = if s.seq_k == 0 {
+                q_desc
+            } else {
+                crate::tma::desc_3d(OP, view, [d, s.seq_k, s.batch * s.kv_heads], d, s.seq_k * d, tma.kv_box, 128)?
+            };
+            maps.extend_from_slice(&crate::tma::encode(ctx, &desc)?);
+        }
+    }
+    let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
+    let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
+    let (o, lse) = (o.global_mut(), lse.global_mut());
+    let params = |maps: u64| AttentionParams {
         batch: s.batch as u32,
         heads: s.heads as u32,
         kv_heads: s.kv_heads as u32,
@@ -217,14 +267,17 @@ pub fn attention_with<T: AttentionFloat>(
         q: q.global(),
         k: k.global(),
         v: v.global(),
-        o: o.global_mut(),
-        lse: lse.global_mut(),
+        o,
+        lse,
         cu_seqlens_q: gpu_kernels::device::Global::empty(),
         cu_seqlens_k: gpu_kernels::device::Global::empty(),
+        maps,
     };
-    let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
-    let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
-    ctx.launch(T::kernel(kernel), cfg, params)
+    if maps.is_empty() {
+        ctx.launch(T::kernel(kernel), cfg, params(0))
+    } else {
+        ctx.with_constants(&maps, |addr| ctx.launch(T::kernel(kernel), cfg, params(addr)))
+    }
 }
 
 /// A variable-length batch, packed as FlashAttention's varlen API packs it: sequence `b` owns
@@ -373,6 +426,7 @@ pub fn attention_varlen<T: AttentionFloat>(
         lse: lse.global_mut(),
         cu_seqlens_q: cq.as_view().global(),
         cu_seqlens_k: ck.as_view().global(),
+        maps: 0,
     };
     let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, heads as u32, batch as u32);
     let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };

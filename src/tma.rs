@@ -21,27 +21,47 @@ pub fn desc_2d<T: Scalar>(
     box_dims: [u32; 2],
     swizzle: u32,
 ) -> Result<TmaDesc> {
+    let d = desc_3d(op, view, [cols, rows, 1], ld, rows * ld, [box_dims[0], box_dims[1], 1], swizzle)?;
+    Ok(TmaDesc { rank: 2, ..d })
+}
+
+/// A 3D tensor of 16-bit elements seen through `view`: `dims` elements along the contiguous
+/// dimension, the rows and the planes, `row_ld` elements between row starts and `plane_ld`
+/// between plane starts, loaded in `box_dims` boxes. A box never reads across planes: rows
+/// past `dims[1]` are zeros. Checks what TMA requires; the caller checked that the view
+/// holds the tensor.
+pub fn desc_3d<T: Scalar>(
+    op: &'static str,
+    view: BufRef<'_, T>,
+    dims: [usize; 3],
+    row_ld: usize,
+    plane_ld: usize,
+    box_dims: [u32; 3],
+    swizzle: u32,
+) -> Result<TmaDesc> {
     let elem = T::DTYPE.size();
-    if !view.addr().is_multiple_of(16) || !(ld * elem).is_multiple_of(16) {
+    let (row_bytes, plane_bytes) = (row_ld * elem, plane_ld * elem);
+    if !view.addr().is_multiple_of(16) || !row_bytes.is_multiple_of(16) || !plane_bytes.is_multiple_of(16) {
         return Err(Error::invalid(
             op,
             format!(
-                "TMA needs a 16-byte aligned base and a row pitch that is a multiple of 16 bytes (got address {:#x}, leading dimension {ld}); use a version without TMA",
+                "TMA needs a 16-byte aligned base and row and plane pitches that are multiples of 16 bytes (got address {:#x}, pitches of {row_ld} and {plane_ld} elements); use a version without TMA",
                 view.addr()
             ),
         ));
     }
-    if rows == 0 || cols == 0 || rows > u32::MAX as usize || cols > u32::MAX as usize || ld * elem >= 1 << 40 {
-        return Err(Error::invalid(op, format!("a {rows} x {cols} tensor is outside TMA's limits")));
+    if dims.iter().any(|&n| n == 0 || n > u32::MAX as usize) || plane_bytes >= 1 << 40 {
+        return Err(Error::invalid(op, format!("a {dims:?} tensor is outside TMA's limits")));
     }
     Ok(TmaDesc {
         magic: TmaDesc::MAGIC,
         base: view.addr() as u64,
-        dims: [cols as u64, rows as u64],
-        row_bytes: (ld * elem) as u64,
+        dims: dims.map(|n| n as u64),
+        strides: [row_bytes as u64, plane_bytes as u64],
         box_dims,
         elem_bytes: elem as u32,
         swizzle,
+        rank: 3,
     })
 }
 
@@ -110,21 +130,27 @@ pub fn encode(ctx: &Context, d: &TmaDesc) -> Result<[u8; TENSOR_MAP_BYTES]> {
         return Err(Error::invalid("tma", "only 16-bit elements are encoded"));
     }
     let f = encode_tiled()?;
+    let rank = d.rank;
+    if rank != 2 && rank != 3 {
+        return Err(Error::invalid("tma", format!("tensor rank {rank} is not 2 or 3")));
+    }
+    // The driver reads `rank` dims and box sizes and `rank - 1` strides (the first dimension's
+    // is the element size).
     let dims = d.dims;
-    let strides = [d.row_bytes];
+    let strides = d.strides;
     let box_dims = d.box_dims;
-    let elem_strides = [1u32, 1];
+    let elem_strides = [1u32; 3];
     // CUtensorMap is 64-byte aligned: encode into an aligned buffer.
     #[repr(C, align(64))]
     struct Aligned([u8; TENSOR_MAP_BYTES]);
     let mut map = Aligned([0; TENSOR_MAP_BYTES]);
-    // SAFETY: every pointer names a live array of the length the rank (2) implies; the output
-    // is a 64-byte aligned 128-byte buffer, as CUtensorMap is.
+    // SAFETY: every pointer names a live array at least as long as the rank (2 or 3) implies;
+    // the output is a 64-byte aligned 128-byte buffer, as CUtensorMap is.
     let r = unsafe {
         f(
             map.0.as_mut_ptr(),
             DATA_TYPE_UINT16,
-            2,
+            rank,
             d.base as *mut c_void,
             dims.as_ptr(),
             strides.as_ptr(),

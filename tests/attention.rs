@@ -8,13 +8,17 @@ mod common;
 
 use ferrokern::DType;
 use ferrokern::attention::{
-    AttentionCase, AttentionInput, AttentionShape, AttentionVersion, BUG_V02_SWAPPED_P, VERSIONS, attention,
-    attention_with, check_with, default_version,
+    AttentionCase, AttentionInput, AttentionShape, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P, VERSIONS,
+    attention, attention_with, check_with, default_version, unavailable,
 };
 use ferrokern::{Context, Error};
 use proptest::prelude::*;
 
 fn run(ctx: &Context, v: &AttentionVersion, case: AttentionCase) {
+    if let Some(why) = unavailable(ctx, v, case.shape.head_dim) {
+        common::once(&format!("{}/{}/skip", v.name, ctx.backend()), || format!("SKIP: {why}"));
+        return;
+    }
     let r = check_with(ctx, &case, Some(v)).unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
     assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
 }
@@ -83,6 +87,20 @@ fn attention_named_lengths() {
 }
 
 #[test]
+fn long_key_sequences_wrap_the_pipelines() {
+    // 1025 keys: 17 tiles of v02 and 9 of v03, so both rings wrap many times (mbarrier phase
+    // parity flips, stages reused) and the last tile holds one key.
+    for ctx in common::backends("long_key_sequences_wrap_the_pipelines") {
+        for v in VERSIONS.iter().filter(|v| v.tensor_cores) {
+            for (head_dim, dtype, causal) in [(64, DType::BF16, false), (128, DType::F16, true)] {
+                let case = AttentionCase { dtype, shape: shape(1, 2, 1, 130, 1025, head_dim), causal, seed: 1025 };
+                run(&ctx, v, case);
+            }
+        }
+    }
+}
+
+#[test]
 fn fully_masked_rows_give_zero_and_minus_infinity() {
     // Causal with seq_q > seq_k: the first seq_q - seq_k queries see no key (70 rows: the first
     // 64-row block of v02 is entirely masked for its first three warps, partly for the fourth).
@@ -108,17 +126,22 @@ fn fully_masked_rows_give_zero_and_minus_infinity() {
 #[test]
 fn the_launcher_picks_the_highest_version_that_fits() {
     let top = VERSIONS.last().unwrap();
-    assert_eq!(top.name, "v02_mma");
+    assert_eq!(top.name, "v03_wgmma");
+    // The emulator runs every version; a GPU only those its PTX has (v03: sm_90a).
+    let ctx = Context::emulator();
     for d in [64, 128] {
-        assert_eq!(default_version(d, true).map(|v| v.name), Some("v02_mma"), "head dim {d}");
-        assert_eq!(default_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned views");
+        assert_eq!(default_version(&ctx, d, true).map(|v| v.name), Some("v03_wgmma"), "head dim {d}");
+        assert_eq!(default_version(&ctx, d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned");
     }
     for d in [32, 96] {
-        assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
+        assert_eq!(default_version(&ctx, d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
     }
-    assert!(default_version(256, true).is_none(), "no version has head dim 256 (v02 would spill)");
+    assert!(default_version(&ctx, 256, true).is_none(), "no version has head dim 256 (v02 would spill)");
+    for gpu in common::backends("the_launcher_picks/gpu").into_iter().filter(|c| c.device_info().is_some()) {
+        let want = if gpu.device_info().is_some_and(|i| i.ptx_arch == "sm_90a") { "v03_wgmma" } else { "v02_mma" };
+        assert_eq!(default_version(&gpu, 128, true).map(|v| v.name), Some(want), "on {}", gpu.backend());
+    }
     // A misaligned view (one element off) runs v01 through `attention` and is checked the same.
-    let ctx = Context::emulator();
     let s = shape(1, 2, 1, 33, 47, 64);
     let mut rng = 1u32;
     let mut draw = |n: usize| -> Vec<half::bf16> {
@@ -141,22 +164,23 @@ fn the_launcher_picks_the_highest_version_that_fits() {
         let input = AttentionInput { q: qv, k: kb.as_view(), v: vb.as_view(), shape: s, causal: false, scale: None };
         attention(&ctx, input, o.as_view_mut(), lse.as_view_mut()).unwrap_or_else(|e| panic!("{name}: {e}"));
         outs.push(o.to_host().unwrap());
-        // The explicit v02 refuses the misaligned view with a typed error.
+        // The explicit top version refuses the misaligned view with a typed error.
         if name == "misaligned" {
             let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
             let e = attention_with(&ctx, top, input, o.as_view_mut(), lse.as_view_mut()).expect_err("misaligned q");
             assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
         }
     }
-    // v02 (aligned) and v01 (misaligned) on the same inputs: within bf16 rounding of each other.
+    // v03 (aligned) and v01 (misaligned) on the same inputs: within bf16 rounding of each other.
     let diff = outs[0].iter().zip(&outs[1]).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
-    assert!(diff < 2e-2, "v02 and v01 differ by {diff}");
+    assert!(diff < 2e-2, "v03 and v01 differ by {diff}");
 }
 
 #[test]
-fn v02_agrees_with_v01_for_negative_and_zero_scales() {
-    // The check uses the default scale; v02 folds a negative scale into Q's sign and treats a
-    // zero scale (uniform attention) apart from masking, so both are compared with v01 here.
+fn tensor_core_versions_agree_with_v01_for_negative_and_zero_scales() {
+    // The check uses the default scale; v02 folds a negative scale into Q's sign, v03 negates
+    // S, and both treat a zero scale (uniform attention) apart from masking, so they are
+    // compared with v01 here.
     let ctx = Context::emulator();
     let s = shape(1, 2, 1, 70, 75, 64);
     let draw = |n: usize, k: usize| -> Vec<half::f16> {
@@ -184,14 +208,17 @@ fn v02_agrees_with_v01_for_negative_and_zero_scales() {
                 attention_with(&ctx, v, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
                 got.push((o.to_host().unwrap(), lse.to_host().unwrap()));
             }
-            let (a, b) = (&got[0], &got[1]);
-            let o_err = a.0.iter().zip(&b.0).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
-            let l_err = a.1.iter().zip(&b.1).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
-            // P in f16 (v02) against P in f32 (v01): a few f16 ulps of outputs below 2.
-            assert!(
-                o_err < 1e-2 && l_err < 1e-3,
-                "scale {scale} causal {causal}: O differs by {o_err}, lse by {l_err}"
-            );
+            assert_eq!(got.len(), 3, "v01, v02 and v03 have head dim 64");
+            for (b, name) in got[1..].iter().zip(["v02", "v03"]) {
+                let a = &got[0];
+                let o_err = a.0.iter().zip(&b.0).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
+                let l_err = a.1.iter().zip(&b.1).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+                // P in f16 (v02, v03) against P in f32 (v01): a few f16 ulps of outputs below 2.
+                assert!(
+                    o_err < 1e-2 && l_err < 1e-3,
+                    "{name}, scale {scale} causal {causal}: O differs by {o_err}, lse by {l_err}"
+                );
+            }
         }
     }
 }
@@ -202,10 +229,55 @@ fn a_wrong_p_repack_is_rejected() {
     // stands between that and a plausible-looking output.
     let ctx = Context::emulator();
     let case = AttentionCase { dtype: DType::BF16, shape: shape(1, 1, 1, 40, 50, 64), causal: false, seed: 17 };
-    let r = check_with(&ctx, &case, Some(&BUG_V02_SWAPPED_P)).expect("it runs");
-    assert!(!r.passed(), "the swapped P re-pack passed the check: {r}");
-    println!("swapped P re-pack rejected: {r}");
-    run(&ctx, VERSIONS.last().unwrap(), case);
+    for bug in [&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P] {
+        let r = check_with(&ctx, &case, Some(bug)).expect("it runs");
+        assert!(!r.passed(), "{}: the swapped P re-pack passed the check: {r}", bug.name);
+        println!("{}: swapped P re-pack rejected: {r}", bug.name);
+    }
+    for v in &VERSIONS[1..] {
+        run(&ctx, v, case);
+    }
+}
+
+#[test]
+fn no_version_reads_another_heads_keys() {
+    // seq_k = 70 is not a whole number of key tiles: a tile of kv head 0 ends inside the
+    // buffer, right before kv head 1's rows. With NaN in all of kv head 1's K and V, the query
+    // heads of kv head 0 must come out exactly as with finite values there.
+    let ctx = Context::emulator();
+    let s = shape(1, 2, 2, 50, 70, 64);
+    let per_head = s.seq_k * s.head_dim;
+    let val = |i: usize| half::bf16::from_f32(((i * 37 % 101) as f32) * 0.02 - 1.0);
+    let q = ctx.upload(&(0..s.q_len()).map(val).collect::<Vec<_>>()).unwrap();
+    let finite: Vec<half::bf16> = (0..s.kv_len()).map(|i| val(i + 7)).collect();
+    let mut poisoned = finite.clone();
+    poisoned[per_head..].fill(half::bf16::NAN);
+    for v in versions_for(64) {
+        if unavailable(&ctx, v, 64).is_some() {
+            continue;
+        }
+        let mut outs = Vec::new();
+        for kv in [&finite, &poisoned] {
+            let kv = ctx.upload(kv).unwrap();
+            let mut o = ctx.alloc::<half::bf16>(s.q_len()).unwrap();
+            let mut lse = ctx.alloc::<f32>(s.lse_len()).unwrap();
+            let input = AttentionInput {
+                q: q.as_view(),
+                k: kv.as_view(),
+                v: kv.as_view(),
+                shape: s,
+                causal: false,
+                scale: None,
+            };
+            attention_with(&ctx, v, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
+            outs.push(o.to_host().unwrap());
+        }
+        let head0 = s.seq_q * s.head_dim;
+        assert!(outs[0][..head0].iter().all(|x| x.is_finite()), "{}: finite inputs, finite head 0", v.name);
+        let same = outs[0][..head0].iter().zip(&outs[1][..head0]).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{}: kv head 1's NaNs reached query head 0", v.name);
+        assert!(outs[1][head0..].iter().all(|x| x.is_nan()), "{}: head 1 itself is NaN", v.name);
+    }
 }
 
 #[test]
@@ -239,8 +311,8 @@ fn attention_bad_inputs_are_refused() {
     let input =
         AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s32, causal: false, scale: None };
     let e =
-        attention_with(&ctx, VERSIONS.last().unwrap(), input, o.as_view_mut(), lse.as_view_mut()).expect_err("v02 d32");
-    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v02_mma supports 64, 128"), "{e}");
+        attention_with(&ctx, VERSIONS.last().unwrap(), input, o.as_view_mut(), lse.as_view_mut()).expect_err("v03 d32");
+    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v03_wgmma supports 64, 128"), "{e}");
 }
 
 #[test]

@@ -121,47 +121,57 @@ fn tensor_core_gemm_sass_has_hmma_ldmatrix_and_async_copies() {
     }
 }
 
-/// The offline gate for Hopper: in the sm_90a build every wgmma version's SASS has
-/// HGMMA (warpgroup MMA), UTMALDG (TMA loads) and SYNCS (mbarrier) instructions and no local
-/// memory, and ptxas raised no advisory on it: no serialized wgmmas (which it does when the
-/// accumulators are touched while in flight), no `warpgroup.arrive` injected between wgmmas
-/// (C7519: it fences a wgmma whose accumulators reach it through control flow it cannot
-/// follow, as a per-k-step branch on the layout did), no ignored `setmaxnreg` (C7508: the
-/// entry must declare its register count). Versions that trade registers have exactly two
-/// `setmaxnreg` in their SASS (USETMAXREG: producer and consumers).
+/// The offline gate for Hopper: in the sm_90a build every wgmma kernel's SASS (the
+/// GEMM versions and attention v03) has HGMMA (warpgroup MMA), UTMALDG (TMA loads) and SYNCS
+/// (mbarrier) instructions and no local memory, and ptxas raised no advisory on it: no
+/// serialized wgmmas (which it does when the accumulators are touched while in flight), no
+/// `warpgroup.arrive` injected between wgmmas (C7519: it fences a wgmma whose accumulators
+/// reach it through control flow it cannot follow, as a per-k-step branch on the layout did),
+/// no ignored `setmaxnreg` (C7508: the entry must declare its register count). Kernels that
+/// trade registers have exactly two `setmaxnreg` in their SASS (USETMAXREG: producer and
+/// consumers).
 #[test]
-fn hopper_gemm_sass_has_hgmma_and_tma() {
+fn hopper_sass_has_hgmma_and_tma() {
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
     let (arch, ptx) = ferrokern::PTX.iter().find(|(a, _)| *a == "sm_90a").expect("sm_90a PTX is embedded");
-    let (_, cubin, warnings) = info::ptxas_with_warnings(&ptxas, arch, ptx).unwrap();
+    let (rows, cubin, warnings) = info::ptxas_with_warnings(&ptxas, arch, ptx).unwrap();
     let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
     let _ = std::fs::remove_file(cubin);
-    let wgmma: Vec<_> = ferrokern::gpu_kernels::gemm_tc::VERSIONS
-        .iter()
-        .filter(|v| v.config.required_arch() == Some("sm_90a"))
-        .collect();
-    assert!(!wgmma.is_empty(), "the ladder has an sm_90a version");
-    for v in wgmma {
-        for k in [v.bf16.name, v.f16.name] {
-            let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
-            let get = |c: &str| m.get(c).copied().unwrap_or(0);
-            assert!(get("HGMMA") >= 4, "{arch} {k}: {} HGMMA in {m:?}", get("HGMMA"));
-            assert!(get("UTMALDG") >= 1, "{arch} {k}: no UTMALDG (TMA) in {m:?}");
-            assert!(get("SYNCS") >= 1, "{arch} {k}: no SYNCS (mbarrier) in {m:?}");
-            assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
-            let quoted = format!("'{k}'");
-            let advisories: Vec<_> = warnings.iter().filter(|w| w.contains(&quoted)).collect();
-            assert!(advisories.is_empty(), "{arch} {k}: ptxas advisories: {advisories:?}");
-            let setmaxnreg = get("USETMAXREG");
-            let want = if v.config.uses_setmaxnreg() { 2 } else { 0 };
-            assert_eq!(setmaxnreg, want, "{arch} {k}: {setmaxnreg} USETMAXREG (want {want}) in {m:?}");
-            println!(
-                "{arch} {k}: {} HGMMA, {} UTMALDG, {} SYNCS, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
-                get("HGMMA"),
-                get("UTMALDG"),
-                get("SYNCS")
-            );
+    // (kernel, HGMMA it must have at least, whether it runs setmaxnreg)
+    let mut kernels: Vec<(&str, u32, bool)> = Vec::new();
+    for v in ferrokern::gpu_kernels::gemm_tc::VERSIONS.iter().filter(|v| v.config.required_arch() == Some("sm_90a")) {
+        kernels.extend([v.bf16.name, v.f16.name].map(|k| (k, 4, v.config.uses_setmaxnreg())));
+    }
+    assert!(!kernels.is_empty(), "the GEMM ladder has an sm_90a version");
+    for v in ferrokern::attention::VERSIONS {
+        for kernel in v.kernels.iter().filter(|k| k.required_arch() == Some("sm_90a")) {
+            // S = Q K^T: d / 16 wgmmas; O += P V: 128 / 16 (one key tile).
+            let hgmma = kernel.head_dims[0] / 16 + 8;
+            kernels.extend([kernel.bf16.name, kernel.f16.name].map(|k| (k, hgmma, true)));
         }
+    }
+    assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
+    for (k, hgmma, uses_setmaxnreg) in kernels {
+        let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
+        let get = |c: &str| m.get(c).copied().unwrap_or(0);
+        assert!(get("HGMMA") >= hgmma, "{arch} {k}: {} HGMMA (want >= {hgmma}) in {m:?}", get("HGMMA"));
+        assert!(get("UTMALDG") >= 1, "{arch} {k}: no UTMALDG (TMA) in {m:?}");
+        assert!(get("SYNCS") >= 1, "{arch} {k}: no SYNCS (mbarrier) in {m:?}");
+        assert_eq!(get("LDL") + get("STL"), 0, "{arch} {k}: local memory in {m:?}");
+        let quoted = format!("'{k}'");
+        let advisories: Vec<_> = warnings.iter().filter(|w| w.contains(&quoted)).collect();
+        assert!(advisories.is_empty(), "{arch} {k}: ptxas advisories: {advisories:?}");
+        let setmaxnreg = get("USETMAXREG");
+        let want = if uses_setmaxnreg { 2 } else { 0 };
+        assert_eq!(setmaxnreg, want, "{arch} {k}: {setmaxnreg} USETMAXREG (want {want}) in {m:?}");
+        let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
+        println!(
+            "{arch} {k}: {} registers at entry, {} HGMMA, {} UTMALDG, {} SYNCS, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
+            r.registers,
+            get("HGMMA"),
+            get("UTMALDG"),
+            get("SYNCS")
+        );
     }
 }
 
@@ -201,7 +211,9 @@ fn paged_decode_v02_moves_kv_in_128_bit_copies_without_local_memory() {
 fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
     use ferrokern::attention::VERSIONS;
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
-    let tc: Vec<_> = VERSIONS.iter().filter(|v| v.tensor_cores).collect();
+    // The mma.sync versions (wgmma's are gated in `hopper_sass_has_hgmma_and_tma`).
+    let tc: Vec<_> =
+        VERSIONS.iter().filter(|v| v.tensor_cores && v.kernels.iter().all(|k| k.required_arch().is_none())).collect();
     assert!(!tc.is_empty(), "the attention ladder has a tensor-core version");
     for (arch, ptx) in ferrokern::PTX {
         let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();

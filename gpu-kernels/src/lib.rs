@@ -123,5 +123,5 @@ pub fn launch_threads(name: &str) -> Option<u32> {
 /// entry (65536 / (threads x blocks), rounded down to 8).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str) -> Option<u32> {
-    gemm_tc::launch_min_blocks(name)
+    gemm_tc::launch_min_blocks(name).or_else(|| attention::launch_min_blocks(name))
 }

@@ -941,9 +941,13 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         seq_k: a.seq_k.unwrap_or(seq_q),
         head_dim,
     };
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
     let version = match a.kernel.as_deref() {
         // The check's buffers are fresh allocations: 16-byte aligned.
-        None => att::default_version(head_dim, true),
+        None => att::default_version(&ctx, head_dim, true),
         Some(name) => match att::version(name) {
             Some(v) => Some(v),
             None => {
@@ -955,10 +959,6 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
     println!(
         "verify attention batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} dtype={} backend={} version={} seed={seed}",
         shape.batch,
@@ -1476,6 +1476,11 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
     for v in att::VERSIONS {
         let mut good = true;
         for head_dim in v.head_dims() {
+            if let Some(why) = att::unavailable(ctx, v, head_dim as usize) {
+                println!("attention {} d{head_dim}: SKIP: {why}", v.name);
+                good = false;
+                continue;
+            }
             let check = AttentionCase {
                 dtype: DType::BF16,
                 shape: AttentionShape {

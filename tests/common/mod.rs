@@ -22,7 +22,7 @@ fn gpu() -> &'static Result<Context, String> {
 }
 
 /// Prints `line` once per process for `key` (property tests call the helpers per case).
-fn once(key: &str, line: impl FnOnce() -> String) {
+pub fn once(key: &str, line: impl FnOnce() -> String) {
     static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
     if seen.get_or_insert_with(HashSet::new).insert(key.to_string()) {

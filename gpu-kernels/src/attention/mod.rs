@@ -14,6 +14,7 @@
 //! |---|---|
 //! | [`v01_simt`] | online softmax on the CUDA cores (f32 math on bf16/f16 inputs), a warp per query, K/V tiles staged in shared memory; head dims 32, 64, 96, 128 |
 //! | [`v02_mma`] | FlashAttention-2 on `mma.sync` m16n8k16: 16 query rows per warp, Q fragments in registers, K/V by cp.async double-buffered, online softmax on the accumulator fragments, P re-packed in registers, V by ldmatrix `.trans`; head dims 64 and 128 |
+//! | [`v03_wgmma`] | sm_90a: TMA (rank-3 maps: no tile reads across heads) into a 2-stage mbarrier ring, a producer warpgroup and two consumer warpgroups of 64 query rows, `S = Q K^T` by wgmma from shared memory, `O += P V` by wgmma with P from registers, `setmaxnreg`; head dims 64 and 128, dense batches |
 //!
 //! The backward ([`BACKWARD_VERSIONS`]): dQ, dK, dV from Q, K, V, O, dO and the forward's `lse`.
 //!
@@ -51,6 +52,7 @@ pub mod bwd_v02_mma;
 pub mod tile;
 pub mod v01_simt;
 pub mod v02_mma;
+pub mod v03_wgmma;
 
 /// The kernel parameters, shared by host and device.
 #[repr(C)]
@@ -79,6 +81,9 @@ pub struct AttentionParams<T> {
     /// `seq_k` holding `total_q` and `total_k`; the mask is aligned per sequence.
     pub cu_seqlens_q: crate::device::Global<i32>,
     pub cu_seqlens_k: crate::device::Global<i32>,
+    /// TMA versions ([`AttentionKernel::tma`]): the address of the Q, K and V tensor maps,
+    /// [`crate::device::hopper::TENSOR_MAP_BYTES`] apart; 0 for the others.
+    pub maps: u64,
 }
 
 /// The backward's parameters, shared by host and device: the forward's shape and inputs, its
@@ -128,6 +133,13 @@ crate::kernels! {
     ATTENTION_V02_VARLEN_D64_F16 = attention_v02_mma_varlen_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, true>;
     ATTENTION_V02_VARLEN_D128_BF16 = attention_v02_mma_varlen_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, true>;
     ATTENTION_V02_VARLEN_D128_F16 = attention_v02_mma_varlen_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, true>;
+    /// v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64 and 128.
+    ATTENTION_V03_D64_BF16 = attention_v03_wgmma_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, false>;
+    ATTENTION_V03_D64_F16 = attention_v03_wgmma_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, false>;
+    ATTENTION_V03_D128_BF16 = attention_v03_wgmma_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, false>;
+    ATTENTION_V03_D128_F16 = attention_v03_wgmma_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, false>;
+    /// Deliberately wrong (tests only): v03 head dim 64 with P's register-A fragment mis-laid.
+    ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, true>;
     /// Deliberately wrong (tests only): v02 head dim 64 with P's A registers 1 and 2 swapped.
     ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true, false>;
     /// Backward: `D = rowsum(dO * O)` (and the atomic path's zeroed dQ accumulator).
@@ -174,6 +186,25 @@ pub struct AttentionKernel {
     pub align16: bool,
     /// The same kernel over a variable-length batch (reads `cu_seqlens_q/k`), if built.
     pub varlen: Option<VarlenKernels>,
+    /// TMA kernels (sm_90a only): the boxes of the Q, K and V tensor maps the launcher encodes.
+    pub tma: Option<AttentionTma>,
+}
+
+/// The TMA boxes of a kernel's rank-3 tensor maps (head dims, sequence, batch x heads), each
+/// 128-byte swizzled: Q's, and K's and V's.
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionTma {
+    pub q_box: [u32; 3],
+    pub kv_box: [u32; 3],
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl AttentionKernel {
+    /// The PTX the kernel needs loaded, if not every arch's.
+    pub const fn required_arch(&self) -> Option<&'static str> {
+        if self.tma.is_some() { Some("sm_90a") } else { None }
+    }
 }
 
 /// A version's variable-length kernels (same tiling, threads and shared bytes).
@@ -230,6 +261,29 @@ const fn v02_kernel(
         shared_bytes: t.shared_bytes(),
         align16: true,
         varlen,
+        tma: None,
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+const fn v03_kernel(
+    t: v03_wgmma::WgmmaFlashTiling,
+    bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
+    f16: &'static crate::KernelDef<AttentionParams<F16>>,
+) -> AttentionKernel {
+    AttentionKernel {
+        head_dims: match t.d {
+            64 => &[64],
+            _ => &[128],
+        },
+        bf16,
+        f16,
+        block_q: v03_wgmma::BM,
+        threads: t.threads(),
+        shared_bytes: t.shared_bytes(),
+        align16: true,
+        varlen: None,
+        tma: Some(AttentionTma { q_box: t.q_box(), kv_box: t.kv_box() }),
     }
 }
 
@@ -248,6 +302,7 @@ pub const VERSIONS: &[AttentionVersion] = &[
             shared_bytes: v01_simt::SHARED_BYTES,
             align16: false,
             varlen: None,
+            tma: None,
         }],
     },
     AttentionVersion {
@@ -268,7 +323,24 @@ pub const VERSIONS: &[AttentionVersion] = &[
             ),
         ],
     },
+    AttentionVersion {
+        name: "v03_wgmma",
+        tensor_cores: true,
+        kernels: &[
+            v03_kernel(v03_wgmma::TILING_D64, &ATTENTION_V03_D64_BF16, &ATTENTION_V03_D64_F16),
+            v03_kernel(v03_wgmma::TILING_D128, &ATTENTION_V03_D128_BF16, &ATTENTION_V03_D128_F16),
+        ],
+    },
 ];
+
+/// Deliberately wrong (tests only, not in [`VERSIONS`]): v03 with a mis-laid register-A P
+/// fragment, bf16 and head dim 64 only (its f16 slot is the correct kernel).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_V03_SWAPPED_P: AttentionVersion = AttentionVersion {
+    name: "bug_v03_swapped_p",
+    tensor_cores: true,
+    kernels: &[v03_kernel(v03_wgmma::TILING_D64, &ATTENTION_BUG_V03_SWAPPED_P, &ATTENTION_V03_D64_F16)],
+};
 
 /// Deliberately wrong (tests only, not in [`VERSIONS`]): v02 with a wrong P re-pack, bf16 and
 /// head dim 64 only (its f16 slot is the correct kernel, never used by the tests).
@@ -495,7 +567,7 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
     VERSIONS
         .iter()
-        .chain([&BUG_V02_SWAPPED_P])
+        .chain([&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P])
         .flat_map(|v| v.kernels.iter())
         .find(|k| {
             k.bf16.name == name
@@ -503,4 +575,16 @@ pub fn launch_threads(name: &str) -> Option<u32> {
                 || k.varlen.as_ref().is_some_and(|v| v.bf16.name == name || v.f16.name == name)
         })
         .map(|k| k.threads)
+}
+
+/// Blocks per SM to declare for `name` (see `crate::launch_min_blocks`): one for the v03
+/// kernels, whose warpgroups trade registers with `setmaxnreg`.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_min_blocks(name: &str) -> Option<u32> {
+    VERSIONS
+        .iter()
+        .chain([&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P])
+        .flat_map(|v| v.kernels.iter())
+        .find(|k| k.tma.is_some() && (k.bf16.name == name || k.f16.name == name))
+        .map(|_| 1)
 }

@@ -212,18 +212,19 @@ fn copy_tile<T: MmaInput>(
 
 /// One warp's online-softmax state for its lane's two rows (`g`, `g + 8`): running max `m` of
 /// the scaled base-2 scores, this lane's part of the running sum `l` of `2^(s c - m)`.
-struct RowState {
-    m: [f32; 2],
-    l: [f32; 2],
+pub(super) struct RowState {
+    pub m: [f32; 2],
+    pub l: [f32; 2],
 }
 
-/// Folds the scores `s` of one key tile into `st`, leaving the probabilities in `s`; returns
-/// the factors the output rows must be rescaled by.
+/// Folds the scores `s` of one key tile (`NS` n8 tiles in the m16n8 C layout, which is also
+/// wgmma's per warp) into `st`, leaving the probabilities in `s`; returns the factors the
+/// output rows must be rescaled by.
 /// `MASKED`: key column `col` of row `r` counts only when `col < lim[r]` (tile-relative);
 /// the other tiles are fully visible and skip the compare. `c > 0` is `|scale| log2(e)`.
 #[inline(always)]
 #[track_caller]
-fn softmax_tile<const MASKED: bool>(
+pub(super) fn softmax_tile<const MASKED: bool, const NS: usize>(
     s: &mut [[f32; 4]; NS],
     st: &mut RowState,
     c: f32,
@@ -397,9 +398,9 @@ pub fn run<
             });
             let corr = if start + (BN as usize) > warp_min {
                 let lim = [(row_lim[0] - start as i64) as i32, (row_lim[1] - start as i64) as i32];
-                softmax_tile::<true>(&mut s, &mut st, c, lim, t)
+                softmax_tile::<true, NS>(&mut s, &mut st, c, lim, t)
             } else {
-                softmax_tile::<false>(&mut s, &mut st, c, [0, 0], t)
+                softmax_tile::<false, NS>(&mut s, &mut st, c, [0, 0], t)
             };
             unroll16!(nt < ND => {
                 unroll16!(e < 4 => {

@@ -1,7 +1,8 @@
 //! Hopper (sm_90a) primitives: `mbarrier` (arrive/expect-tx/wait-parity barriers in shared
-//! memory), TMA tile loads (`cp.async.bulk.tensor.2d`, global -> shared through a tensor map
-//! the host encodes), and warpgroup MMA (`wgmma.mma_async` m64nNk16, bf16/f16 in, f32
-//! accumulate, operands in shared memory named by 64-bit matrix descriptors).
+//! memory), TMA tile loads (`cp.async.bulk.tensor.2d` / `.3d`, global -> shared through a
+//! tensor map the host encodes), and warpgroup MMA (`wgmma.mma_async` m64nNk16 for N = 64,
+//! 128, 256, bf16/f16 in, f32 accumulate, B in shared memory named by a 64-bit matrix
+//! descriptor, A likewise or in registers).
 //!
 //! Facts from the PTX ISA (sections "Asynchronous Warpgroup Level Matrix Multiply-Accumulate",
 //! "Shared Memory Matrix Layout", "Matrix Descriptor Format", "mbarrier", "cp.async.bulk.tensor";
@@ -11,6 +12,9 @@
 //!   `wgmma.mma_async.m64nNk16` multiplies A (64 x 16) by B (16 x N) into D (64 x N, f32):
 //!   warp `w` of the warpgroup owns rows `16 w ..16 w + 15`; with `g = lane / 4`, `t = lane % 4`,
 //!   register `d[4 i + j]` holds row `16 w + g + 8 (j / 2)`, column `8 i + 2 t + (j % 2)`.
+//!   A in registers (no `imm-trans-a` then): four b32 per thread in the `mma.sync` m16n8k16 A
+//!   layout over the warp's 16 rows (CUTLASS's `ALayout_64x16`): `a[0]` row `g`, columns
+//!   `2 t, 2 t + 1`; `a[1]` row `g + 8`; `a[2]`, `a[3]` the same rows at `2 t + 8, 2 t + 9`.
 //! - Matrix descriptor: bits 0-13 start address >> 4, 16-29 leading-dimension byte offset
 //!   (LBO) >> 4, 32-45 stride-dimension byte offset (SBO) >> 4, 49-51 base offset (0 when the
 //!   swizzle pattern starts on its period), 62-63 swizzle (0 none, 1 128B, 2 64B, 3 32B).
@@ -161,31 +165,36 @@ pub fn fence_proxy_async() {
     imp::fence_proxy_async()
 }
 
-/// What the host encodes for one 2D TMA tensor: the emulator reads this struct from the
-/// tensor-map slot (the GPU reads the driver's opaque `CUtensorMap`, built from the same
-/// fields with `cuTensorMapEncodeTiled`).
+/// What the host encodes for one TMA tensor of rank 2 or 3: the emulator reads this struct
+/// from the tensor-map slot (the GPU reads the driver's opaque `CUtensorMap`, built from the
+/// same fields with `cuTensorMapEncodeTiled`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TmaDesc {
     /// [`TmaDesc::MAGIC`]: the emulator refuses anything else.
     pub magic: u64,
     pub base: u64,
-    /// Elements along the contiguous dimension (0) and the strided one (1).
-    pub dims: [u64; 2],
-    /// Bytes from one row (dimension 1) to the next; a multiple of 16.
-    pub row_bytes: u64,
-    /// The box (elements) one load copies.
-    pub box_dims: [u32; 2],
+    /// Elements along the contiguous dimension (0), the rows (1) and the planes (2; 1 for a
+    /// rank-2 tensor).
+    pub dims: [u64; 3],
+    /// Bytes from one row (dimension 1) to the next and from one plane (dimension 2) to the
+    /// next; multiples of 16.
+    pub strides: [u64; 2],
+    /// The box (elements) one load copies (`box_dims[2]` is 1 for rank 2).
+    pub box_dims: [u32; 3],
     pub elem_bytes: u32,
     /// Swizzle in bytes (0, 32, 64, 128).
     pub swizzle: u32,
+    /// 2 or 3: the `cp.async.bulk.tensor` form that reads the map ([`tma_load_2d`],
+    /// [`tma_load_3d`]).
+    pub rank: u32,
 }
 
 impl TmaDesc {
     pub const MAGIC: u64 = 0x6665_7272_6f54_4d41;
     /// Bytes one load writes to shared memory (the whole box, out-of-bounds parts as zeros).
     pub const fn box_bytes(&self) -> u32 {
-        self.box_dims[0] * self.box_dims[1] * self.elem_bytes
+        self.box_dims[0] * self.box_dims[1] * self.box_dims[2] * self.elem_bytes
     }
 }
 
@@ -216,6 +225,15 @@ pub fn fence_tensormap_acquire(map: TensorMap) {
 #[track_caller]
 pub fn tma_load_2d(dst: u32, map: TensorMap, c0: i32, c1: i32, bar: Mbarrier) {
     imp::tma_load_2d(dst, map.addr, c0, c1, bar.offset)
+}
+
+/// `cp.async.bulk.tensor.3d...`: as [`tma_load_2d`] through a rank-3 map, `c2` selecting the
+/// plane. Rows past the plane's `dims[1]` are zeros, not the next plane's rows: a box never
+/// reads across planes (attention tiles of one (batch, head) never see the next one's keys).
+#[inline(always)]
+#[track_caller]
+pub fn tma_load_3d(dst: u32, map: TensorMap, c0: i32, c1: i32, c2: i32, bar: Mbarrier) {
+    imp::tma_load_3d(dst, map.addr, c0, c1, c2, bar.offset)
 }
 
 /// `wgmma.fence.sync.aligned`: before the first wgmma that reads accumulator registers
@@ -271,37 +289,67 @@ pub fn wgmma_m64n256k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
     imp::wgmma_m64n256k16::<TRANS_A, TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n64k16.f32.{bf16,f16}`: as [`wgmma_m64n128k16`] with
+/// 64 columns of B and D, 32 accumulator registers per thread.
+#[inline(always)]
+#[track_caller]
+pub fn wgmma_m64n64k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
+    d: &mut [f32; 32],
+    a: SmemDesc,
+    b: SmemDesc,
+    scale_d: bool,
+) {
+    imp::wgmma_m64n64k16::<TRANS_A, TRANS_B>(T::KIND, d, a.0, b.0, scale_d)
+}
+
 /// A warpgroup's f32 accumulator fragment for one `wgmma.mma_async.m64nNk16` shape: `N / 2`
 /// registers per thread, `self.as_ref()[4 i + j]` at row `16 warp + g + 8 (j / 2)`, column
 /// `8 i + 2 t + j % 2` (module docs). Kernels generic over the tile width take it as a type.
-pub trait WgmmaAccumulator: AsRef<[f32]> + Copy {
+pub trait WgmmaAccumulator: AsRef<[f32]> + AsMut<[f32]> + Copy {
     /// N: the columns of B and D.
     const N: u32;
     const ZERO: Self;
     /// `self = A * B + (scale_d ? self : 0)`, A and B named by descriptors (see
     /// [`wgmma_m64n128k16`]).
     fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool);
+    /// The same with A in registers (`wgmma.mma_async ... d, {a0, a1, a2, a3}, b-desc, ...`):
+    /// `a` is this thread's part of the warpgroup's 64 x 16 A, warp `w` holding rows
+    /// `16 w .. 16 w + 15` in the `mma.sync` m16n8k16 A layout (`a[0]`: row `g`, columns `2 t`,
+    /// `2 t + 1`; `a[1]`: row `g + 8`; `a[2]`, `a[3]`: the same rows at columns `2 t + 8`,
+    /// `2 t + 9`). So the accumulator of one wgmma, packed to 16 bits, is the A of the next
+    /// ([`crate::device::mma::a_from_c`] on its n8 tiles `2 kk`, `2 kk + 1`).
+    fn mma_rs<T: MmaInput, const TRANS_B: u32>(&mut self, a: [u32; 4], b: SmemDesc, scale_d: bool);
 }
 
-impl WgmmaAccumulator for [f32; 64] {
-    const N: u32 = 128;
-    const ZERO: Self = [0.0; 64];
-    #[inline(always)]
-    #[track_caller]
-    fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool) {
-        wgmma_m64n128k16::<T, TRANS_A, TRANS_B>(self, a, b, scale_d)
-    }
+/// The accumulator of shape `m64n$n k16`: `$regs` f32 per thread, the shared-A function
+/// `$ss` and the register-A one `$rs`.
+macro_rules! accumulator {
+    ($regs:literal, $n:literal, $ss:ident, $rs:ident) => {
+        impl WgmmaAccumulator for [f32; $regs] {
+            const N: u32 = $n;
+            const ZERO: Self = [0.0; $regs];
+            #[inline(always)]
+            #[track_caller]
+            fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
+                &mut self,
+                a: SmemDesc,
+                b: SmemDesc,
+                scale_d: bool,
+            ) {
+                $ss::<T, TRANS_A, TRANS_B>(self, a, b, scale_d)
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn mma_rs<T: MmaInput, const TRANS_B: u32>(&mut self, a: [u32; 4], b: SmemDesc, scale_d: bool) {
+                imp::$rs::<TRANS_B>(T::KIND, self, a, b.0, scale_d)
+            }
+        }
+    };
 }
 
-impl WgmmaAccumulator for [f32; 128] {
-    const N: u32 = 256;
-    const ZERO: Self = [0.0; 128];
-    #[inline(always)]
-    #[track_caller]
-    fn mma<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(&mut self, a: SmemDesc, b: SmemDesc, scale_d: bool) {
-        wgmma_m64n256k16::<T, TRANS_A, TRANS_B>(self, a, b, scale_d)
-    }
-}
+accumulator!(32, 64, wgmma_m64n64k16, wgmma_rs_m64n64k16);
+accumulator!(64, 128, wgmma_m64n128k16, wgmma_rs_m64n128k16);
+accumulator!(128, 256, wgmma_m64n256k16, wgmma_rs_m64n256k16);
 
 /// `setmaxnreg.inc.sync.aligned.u32 regs`: raises this warpgroup's per-thread register limit
 /// to `regs` (a multiple of 8 in 24..=256, the same in all 128 threads; a constant in the

@@ -486,6 +486,9 @@ mod no_hopper {
     pub fn tma_load_2d(_: u32, _: u64, _: i32, _: i32, _: u32) {
         unavailable()
     }
+    pub fn tma_load_3d(_: u32, _: u64, _: i32, _: i32, _: i32, _: u32) {
+        unavailable()
+    }
     pub fn fence_tensormap_acquire(_: u64) {
         unavailable()
     }
@@ -511,6 +514,42 @@ mod no_hopper {
         _: crate::device::mma::MmaKind,
         _: &mut [f32; 128],
         _: u64,
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
+    pub fn wgmma_m64n64k16<const TRANS_A: u32, const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 32],
+        _: u64,
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
+    pub fn wgmma_rs_m64n64k16<const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 32],
+        _: [u32; 4],
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
+    pub fn wgmma_rs_m64n128k16<const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 64],
+        _: [u32; 4],
+        _: u64,
+        _: bool,
+    ) {
+        unavailable()
+    }
+    pub fn wgmma_rs_m64n256k16<const TRANS_B: u32>(
+        _: crate::device::mma::MmaKind,
+        _: &mut [f32; 128],
+        _: [u32; 4],
         _: u64,
         _: bool,
     ) {

@@ -81,6 +81,19 @@ pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
 }
 
 #[inline(always)]
+pub fn tma_load_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u32) {
+    let (d, b) = (smem_addr(dst), smem_addr(bar));
+    // SAFETY: as `tma_load_2d`, through a rank-3 map.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}];",
+            d = in(reg32) d, m = in(reg64) map, x = in(reg32) c0, y = in(reg32) c1, z = in(reg32) c2, b = in(reg32) b,
+            options(nostack)
+        )
+    }
+}
+
+#[inline(always)]
 pub fn wgmma_fence() {
     // SAFETY: `.sync.aligned`: the whole warpgroup executes it (the kernels' uniform control flow).
     unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) }
@@ -118,6 +131,53 @@ macro_rules! wgmma_async {
             sd = in(reg32) $sd,
             options(nostack)
         )
+    };
+}
+
+/// The register-A form: `$a` holds A's four b32 registers; only `imm-trans-b` remains.
+macro_rules! wgmma_async_rs {
+    ($shape:literal, $d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $tb:literal; $first:tt $($i:tt)*) => {
+        asm!(
+            concat!(
+                "{{ .reg .pred p; setp.ne.b32 p, {sd}, 0; wgmma.mma_async.sync.aligned.", $shape, ".f32.",
+                $ty, ".", $ty,
+                " {{{", stringify!($first), "}", $(", {", stringify!($i), "}",)* "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, ",
+                $tb, "; }}"
+            ),
+            inout(reg32) $d[$first],
+            $(inout(reg32) $d[$i],)*
+            a0 = in(reg32) $a[0],
+            a1 = in(reg32) $a[1],
+            a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3],
+            b = in(reg64) $b,
+            sd = in(reg32) $sd,
+            options(nostack)
+        )
+    };
+}
+
+macro_rules! wgmma_m64n64 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $ta:literal, $tb:literal) => {
+        wgmma_async!("m64n64k16", $d, $a, $b, $sd, $ty, $ta, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+}
+
+macro_rules! wgmma_rs_m64n64 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $tb:literal) => {
+        wgmma_async_rs!("m64n64k16", $d, $a, $b, $sd, $ty, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+}
+
+macro_rules! wgmma_rs_m64n128 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $tb:literal) => {
+        wgmma_async_rs!("m64n128k16", $d, $a, $b, $sd, $ty, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+    };
+}
+
+macro_rules! wgmma_rs_m64n256 {
+    ($d:ident, $a:expr, $b:expr, $sd:expr, $ty:literal, $tb:literal) => {
+        wgmma_async_rs!("m64n256k16", $d, $a, $b, $sd, $ty, $tb; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127)
     };
 }
 
@@ -166,8 +226,41 @@ macro_rules! wgmma_fn {
     };
 }
 
+wgmma_fn!(wgmma_m64n64k16, 32, wgmma_m64n64);
 wgmma_fn!(wgmma_m64n128k16, 64, wgmma_m64n128);
 wgmma_fn!(wgmma_m64n256k16, 128, wgmma_m64n256);
+
+/// `pub fn $name`: one register-A wgmma of the shape `$shape` (see `wgmma_fn`).
+macro_rules! wgmma_rs_fn {
+    ($name:ident, $regs:literal, $shape:ident) => {
+        #[inline(always)]
+        pub fn $name<const TRANS_B: u32>(
+            kind: super::mma::MmaKind,
+            d: &mut [f32; $regs],
+            a: [u32; 4],
+            b: u64,
+            scale_d: bool,
+        ) {
+            use super::mma::MmaKind::{Bf16, F16};
+            let sd = scale_d as u32;
+            // SAFETY: `b` names a tile inside the shared segment in a canonical layout (the
+            // kernel's const layout, checked on the emulator); the warpgroup executes this with
+            // uniform operands; `a` and `d` are registers.
+            unsafe {
+                match (kind, TRANS_B) {
+                    (Bf16, 0) => $shape!(d, a, b, sd, "bf16", "0"),
+                    (Bf16, _) => $shape!(d, a, b, sd, "bf16", "1"),
+                    (F16, 0) => $shape!(d, a, b, sd, "f16", "0"),
+                    (F16, _) => $shape!(d, a, b, sd, "f16", "1"),
+                }
+            }
+        }
+    };
+}
+
+wgmma_rs_fn!(wgmma_rs_m64n64k16, 32, wgmma_rs_m64n64);
+wgmma_rs_fn!(wgmma_rs_m64n128k16, 64, wgmma_rs_m64n128);
+wgmma_rs_fn!(wgmma_rs_m64n256k16, 128, wgmma_rs_m64n256);
 
 /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: `regs` is a constant after inlining (a
 /// version's tiling), so one arm remains; PTX takes it as an immediate.

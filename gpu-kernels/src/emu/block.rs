@@ -40,6 +40,8 @@ pub(crate) enum WarpOp {
     },
     /// `wgmma.mma_async` (see `emu::hopper`): only the warp's convergence is collective.
     Wgmma,
+    /// `wgmma.mma_async` with A in registers: the warp's A fragments are gathered.
+    WgmmaRegA,
     /// `setmaxnreg` (see `emu::hopper`): convergence only.
     Setmaxnreg,
 }
@@ -49,6 +51,7 @@ impl std::fmt::Display for WarpOp {
         match self {
             WarpOp::Mma(kind) => return write!(f, "mma.sync.m16n8k16 ({kind:?})"),
             WarpOp::Wgmma => return f.write_str("wgmma.mma_async"),
+            WarpOp::WgmmaRegA => return f.write_str("wgmma.mma_async (A in registers)"),
             WarpOp::Setmaxnreg => return f.write_str("setmaxnreg"),
             WarpOp::Ldmatrix { n, trans } => {
                 return write!(f, "ldmatrix.x{n}{}", if *trans { ".trans" } else { "" });
@@ -64,7 +67,7 @@ impl std::fmt::Display for WarpOp {
             WarpOp::Vote(VoteMode::Any) => "any_sync",
             WarpOp::Vote(VoteMode::Ballot) => "ballot_sync",
             WarpOp::Sync => "sync_warp",
-            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma | WarpOp::Setmaxnreg => {
+            WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::Wgmma | WarpOp::WgmmaRegA | WarpOp::Setmaxnreg => {
                 unreachable!("written above")
             }
         })
@@ -374,7 +377,7 @@ impl BlockRunner {
                         }
                     }
                 }
-                if matches!(p.op, WarpOp::Mma(_) | WarpOp::Ldmatrix { .. }) {
+                if matches!(p.op, WarpOp::Mma(_) | WarpOp::Ldmatrix { .. } | WarpOp::WgmmaRegA) {
                     super::mma::resolve(p.op, p.mask, block, base)?;
                 }
                 let value = |lane: usize| posts[base + lane].expect("posted").value;
@@ -388,6 +391,7 @@ impl BlockRunner {
                         | WarpOp::Mma(_)
                         | WarpOp::Ldmatrix { .. }
                         | WarpOp::Wgmma
+                        | WarpOp::WgmmaRegA
                         | WarpOp::Setmaxnreg => 0,
                         WarpOp::Vote(mode) => {
                             let mut ballot = 0u32;

@@ -7,13 +7,16 @@
 //!   polling state until the phase of that parity has completed; when no thread of the block
 //!   can make progress any more while some wait, the launch fails with a deadlock error that
 //!   names every waiting thread's barrier and what it still lacks.
-//! - A TMA load completes at issue: the box is read from global memory through the
-//!   descriptor (zeros outside the tensor), written to shared memory with the swizzle, and its
+//! - A TMA load completes at issue: the box (rank 2 or 3, the map's rank must be the
+//!   instruction's) is read from global memory through the descriptor (zeros outside the
+//!   tensor, per dimension), written to shared memory with the swizzle, and its
 //!   bytes complete on the mbarrier's current phase. Every 16-byte chunk it writes remembers
 //!   that (barrier, phase).
 //! - A wgmma runs at issue, each thread computing its own 64 x N fragment rows from the shared
 //!   operands named by the descriptors (products exact in f32, added in k order with f32
-//!   rounding). The warp posts it as a collective, so a lane that skips it is divergence.
+//!   rounding). The warp posts it as a collective, so a lane that skips it is divergence; a
+//!   register A is assembled from the warp's lanes in that collective (each thread gets its
+//!   rows `g`, `g + 8`), so a mis-laid A fragment gives wrong numbers, as on the GPU.
 //! - Ordering checks, the async proxy's own: a wgmma may read a TMA-written chunk only if
 //!   its thread has waited for the phase that load completed on; a TMA may overwrite a chunk
 //!   only if the last wgmma that read it is known complete to the issuing thread: through
@@ -248,9 +251,19 @@ pub fn fence_tensormap_acquire(_map: u64) {}
 
 #[track_caller]
 pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
+    tma_load(dst, map, [c0, c1, 0], 2, bar, Location::caller())
+}
+
+#[track_caller]
+pub fn tma_load_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u32) {
+    tma_load(dst, map, [c0, c1, c2], 3, bar, Location::caller())
+}
+
+/// One TMA box load of the instruction form `rank` (2 or 3; the map must have been encoded
+/// for it) at coordinates `c`.
+fn tma_load(dst: u32, map: u64, c: [i32; 3], rank: u32, bar: u32, at: Loc) {
     let t = current();
     let block = t.block();
-    let at = Location::caller();
     if map == 0 || !map.is_multiple_of(64) {
         async_fault(format!("tensor map address {map:#x} at {} is not a 64-byte aligned slot", at_str(at)));
     }
@@ -259,6 +272,13 @@ pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
     let d: TmaDesc = unsafe { std::ptr::read(map as *const TmaDesc) };
     if d.magic != TmaDesc::MAGIC {
         async_fault(format!("the tensor map at {map:#x} (used at {}) was not encoded for the emulator", at_str(at)));
+    }
+    if d.rank != rank || (rank == 2 && (d.dims[2] != 1 || d.box_dims[2] != 1)) {
+        async_fault(format!(
+            "a {rank}D TMA load at {} through a rank-{} tensor map: the instruction's dimensionality must be the map's",
+            at_str(at),
+            d.rank
+        ));
     }
     let swizzle = match d.swizzle {
         0 => Swizzle::None,
@@ -311,18 +331,24 @@ pub fn tma_load_2d(dst: u32, map: u64, c0: i32, c1: i32, bar: u32) {
     };
     let mut buf = vec![0u8; bytes as usize];
     let eb = d.elem_bytes as usize;
-    for r in 0..d.box_dims[1] as i64 {
-        let y = c1 as i64 + r;
+    let [c0, c1, c2] = c.map(|x| x as i64);
+    // Box rows in order: plane by plane, each `box_dims[1]` rows of `box_dims[0]` elements.
+    for (r, (y, z)) in
+        (0..d.box_dims[2] as i64).flat_map(|p| (0..d.box_dims[1] as i64).map(move |r| (c1 + r, c2 + p))).enumerate()
+    {
         for e in 0..d.box_dims[0] as i64 {
-            let x = c0 as i64 + e;
-            if x < 0 || y < 0 || x as u64 >= d.dims[0] || y as u64 >= d.dims[1] {
+            let x = c0 + e;
+            if x < 0 || y < 0 || z < 0 || x as u64 >= d.dims[0] || y as u64 >= d.dims[1] || z as u64 >= d.dims[2] {
                 continue; // zero fill
             }
-            let src = d.base as usize + y as usize * d.row_bytes as usize + x as usize * eb;
-            let off = (r as usize * d.box_dims[0] as usize + e as usize) * eb;
+            let src = d.base as usize
+                + z as usize * d.strides[1] as usize
+                + y as usize * d.strides[0] as usize
+                + x as usize * eb;
+            let off = (r * d.box_dims[0] as usize + e as usize) * eb;
             let addr = swizzle_addr(dst + off as u32, swizzle) - dst;
-            // SAFETY: the launcher encoded `base`, `dims` and `row_bytes` from a view that holds
-            // every in-bounds element; (x, y) is inside `dims`.
+            // SAFETY: the launcher encoded `base`, `dims` and `strides` from a view that holds
+            // every in-bounds element; (x, y, z) is inside `dims`.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, buf.as_mut_ptr().add(addr as usize), eb) };
         }
     }
@@ -456,7 +482,7 @@ pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
     b: u64,
     scale_d: bool,
 ) {
-    wgmma(kind, d, a, b, WgmmaOperands { a, b, n: 128, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 128, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
 }
 
 #[track_caller]
@@ -467,19 +493,63 @@ pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
     b: u64,
     scale_d: bool,
 ) {
-    wgmma(kind, d, a, b, WgmmaOperands { a, b, n: 256, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 256, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+}
+
+#[track_caller]
+pub fn wgmma_m64n64k16<const TRANS_A: u32, const TRANS_B: u32>(
+    kind: MmaKind,
+    d: &mut [f32; 32],
+    a: u64,
+    b: u64,
+    scale_d: bool,
+) {
+    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 64, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+}
+
+/// The register-A forms: `a` is this thread's A fragment (layout in `device::hopper`).
+#[track_caller]
+pub fn wgmma_rs_m64n64k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 32], a: [u32; 4], b: u64, scale_d: bool) {
+    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 64, trans_a: 0, trans_b: TRANS_B, scale_d })
+}
+
+#[track_caller]
+pub fn wgmma_rs_m64n128k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 64], a: [u32; 4], b: u64, scale_d: bool) {
+    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 128, trans_a: 0, trans_b: TRANS_B, scale_d })
+}
+
+#[track_caller]
+pub fn wgmma_rs_m64n256k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 128], a: [u32; 4], b: u64, scale_d: bool) {
+    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 256, trans_a: 0, trans_b: TRANS_B, scale_d })
+}
+
+/// The `a` operand recorded for a register-A wgmma (no descriptor can be all ones: its
+/// reserved bits 46-48 are zero).
+const REGS_A: u64 = u64::MAX;
+
+/// Where a wgmma's A comes from.
+enum WgmmaA {
+    Shared(u64),
+    Regs([u32; 4]),
 }
 
 /// One `wgmma.mma_async.m64nNk16` (`N = ops.n`, `d.len() = N / 2`) for the calling thread.
 #[track_caller]
-fn wgmma(kind: MmaKind, d: &mut [f32], a: u64, b: u64, ops: WgmmaOperands) {
+fn wgmma(kind: MmaKind, d: &mut [f32], a: WgmmaA, b: u64, ops: WgmmaOperands) {
     let WgmmaOperands { n, trans_a, trans_b, scale_d, .. } = ops;
     debug_assert_eq!(d.len() as u32, n / 2);
     let t = current();
     let block = t.block();
     let at = Location::caller();
-    // The warp executes it together (`.sync.aligned`); a lane that skips it is divergence.
-    super::mma::warp_converge(WarpOp::Wgmma);
+    // The warp executes it together (`.sync.aligned`); a lane that skips it is divergence. A
+    // register A is gathered from the warp's lanes: this thread gets its rows g and g + 8.
+    let regs_a = match a {
+        WgmmaA::Shared(_) => {
+            super::mma::warp_converge(WarpOp::Wgmma);
+            None
+        }
+        WgmmaA::Regs(regs) => Some(super::mma::wgmma_gather_a(regs)),
+    };
     let wg = t.linear as usize / 128;
     let (warp, lane) = ((t.linear % 128) / 32, t.linear % 32);
     let (g, tq) = (lane / 4, lane % 4);
@@ -541,7 +611,14 @@ fn wgmma(kind: MmaKind, d: &mut [f32], a: u64, b: u64, ops: WgmmaOperands) {
     let mut a_rows = [[0f32; 16]; 2];
     for (ri, &r) in rows.iter().enumerate() {
         for k in 0..16 {
-            a_rows[ri][k as usize] = read(desc_addr(a, r, k, trans_a != 0, at));
+            a_rows[ri][k as usize] = match (&a, &regs_a) {
+                (WgmmaA::Shared(desc), _) => read(desc_addr(*desc, r, k, trans_a != 0, at)),
+                (WgmmaA::Regs(_), Some(words)) => {
+                    let w = words[8 * ri + k as usize / 2];
+                    to_f32(kind, (w >> (16 * (k % 2))) as u16)
+                }
+                (WgmmaA::Regs(_), None) => unreachable!("gathered above"),
+            };
         }
     }
     for i in 0..n / 8 {

@@ -94,6 +94,16 @@ pub fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f3
     [f32::from_bits(r[0]), f32::from_bits(r[1]), f32::from_bits(r[2]), f32::from_bits(r[3])]
 }
 
+/// The register-A collective of a wgmma: posts this thread's A fragment (the m16n8k16 A
+/// layout over its warp's 16 rows) and returns its rows `g` and `g + 8` (16 halves each, two
+/// per word, `k` ascending: words 0-7 row `g`, 8-15 row `g + 8`).
+#[track_caller]
+pub(crate) fn wgmma_gather_a(a: [u32; 4]) -> [u32; WIDE] {
+    let mut w = [0u32; WIDE];
+    w[..4].copy_from_slice(&a);
+    wide_collective(WarpOp::WgmmaRegA, w)
+}
+
 /// `cvt.rn.{bf16,f16}x2.f32`: both halves rounded to nearest even, `lo` in the low 16 bits.
 pub fn cvt_pack_f32x2(kind: MmaKind, lo: f32, hi: f32) -> u32 {
     let bits = |x: f32| -> u32 {
@@ -284,6 +294,27 @@ pub(crate) fn resolve(op: WarpOp, mask: u32, block: &BlockCtx, base: usize) -> R
                         acc += a[row][k] * brow[col];
                     }
                     out[i] = acc.to_bits();
+                }
+            }
+        }
+        WarpOp::WgmmaRegA => {
+            // Halves of the warp's 16 x 16 A: register r of lane (g, t) holds row g + 8 (r % 2),
+            // columns 2 t + 8 (r / 2) and the next.
+            let mut a = [[0u16; 16]; 16];
+            for (l, w) in lanes.iter().enumerate() {
+                let (g, t) = (l / 4, l % 4);
+                for reg in 0..4 {
+                    let (row, col) = (g + 8 * (reg % 2), 2 * t + 8 * (reg / 2));
+                    a[row][col] = w[reg] as u16;
+                    a[row][col + 1] = (w[reg] >> 16) as u16;
+                }
+            }
+            for (l, out) in wide[base..base + 32].iter_mut().enumerate() {
+                let g = l / 4;
+                for (ri, row) in [g, g + 8].into_iter().enumerate() {
+                    for k2 in 0..8 {
+                        out[8 * ri + k2] = a[row][2 * k2] as u32 | ((a[row][2 * k2 + 1] as u32) << 16);
+                    }
                 }
             }
         }

@@ -1,0 +1,388 @@
+//! v03: FlashAttention on Hopper's warpgroup MMA (sm_90a): TMA loads Q once and K, V tiles
+//! into a 2-stage mbarrier ring, a producer warpgroup issues them while two consumer
+//! warpgroups compute `S = Q K^T` with `wgmma` from shared memory (both operands K-major),
+//! run the online softmax on the accumulator fragments, and compute `O += P V` with `wgmma`
+//! taking P straight from registers (the S accumulator re-packed as A fragments) and V from
+//! shared memory (MN-major). Not measured yet (no GPU run).
+//!
+//! # The floor, before any tuning
+//! `4 * batch * heads * seq_q * seq_k * d` FLOPs (half when causal): `b4 h16 s2048 d128`
+//! non-causal is 137 GFLOP, 0.139 ms at the H200's 990 TFLOP/s dense bf16 (wgmma only; the
+//! mma.sync of [`super::v02_mma`] reaches roughly two thirds of that). The same shape needs
+//! 268 M `ex2`, one per score: at 16 per clock per SM (the MUFU rate), 132 SMs and about
+//! 1.8 GHz that is about 70 us, half the matrix time at d = 128 and all of it at d = 64. So
+//! the exponentials must run while the tensor cores work. Here that overlap comes only from
+//! the two consumer warpgroups of a block (and the warp schedulers interleaving them): while
+//! one runs its softmax the other's wgmmas can issue. FlashAttention-3's explicit ping-pong
+//! (named barriers ordering the two warpgroups' GEMMs) and its intra-warpgroup pipelining
+//! (S of the next tile issued before the softmax of this one, 64 more registers) are not
+//! built; the bench decides whether they are worth it. Prediction, to be measured: above
+//! v02 at every shape with d = 128 and long sequences, by less than the 1.5x the tensor
+//! cores alone would allow, because the softmax is not hidden.
+//!
+//! # Thread mapping
+//! `(CONSUMERS + 1) x 128` threads; block (x, y, z) owns queries `BM x .. BM x + BM - 1` of
+//! head y of batch z. Consumer warpgroup `w` owns 64 of them (`64 w ..`), one m64 wgmma row
+//! block; in its accumulators thread (warp `v`, lane `g = l / 4`, `t = l % 4`) holds rows
+//! `16 v + g` and `16 v + g + 8`, columns `8 i + 2 t` and the next, as `mma.sync`'s C layout
+//! per warp, so the softmax is [`super::v02_mma`]'s, quad shuffles included. The last
+//! warpgroup is the producer: one thread issues every TMA load, the rest exit.
+//!
+//! # Pipeline
+//! Q: one mbarrier phase, `D / 64` boxes. Key tile `j` goes to stage `s = j % STAGES`
+//! (round `r = j / STAGES`): the producer waits until `empty[s]` completed phase `r - 1`,
+//! then loads K (its own barrier `k_full[s]`) and V (`v_full[s]`), so the consumers start
+//! `Q K^T` while V is still arriving. A consumer warpgroup waits `k_full`, issues `D / 16`
+//! wgmmas (k 16 each) into S, waits for them, runs the softmax and rescales O, waits
+//! `v_full`, issues `BN / 16` register-A wgmmas into O, waits for them, and then each of its
+//! warps arrives on `empty[s]` (`4 x CONSUMERS` arrivals complete a phase). A warpgroup
+//! whose rows see none of a tile (causal tails, rows past `seq_q`) skips its wgmmas but
+//! still waits for its K before arriving: otherwise it would run a round ahead and its
+//! arrivals would complete a phase the other warpgroup has not released (the emulator
+//! reported exactly that deadlock at 1025 keys before the wait was added).
+//!
+//! # Shared layout (1024-byte aligned tiles, 128-byte swizzle, `D / 64` column panels)
+//! Q: `D / 64` panels of `BM` rows x 128 bytes (64 head dims each), K-major, the A of `Q K^T`
+//! (SBO 1024: 8 rows; a k-step of 16 is 32 bytes on inside a panel, then the next panel).
+//! K stage: the same shape with `BN` rows, the B of `Q K^T` as stored (N x K: K-major, no
+//! transpose). V stage: the same bytes read as the B of `P V` with `imm-trans-b = 1`
+//! (K = keys down the rows, N = head dims along them: MN-major, LBO = one panel to the next
+//! 64 head dims, SBO 1024, a k-step of 16 keys 2048 bytes on). TMA writes each panel as one
+//! `64 x rows` box through a rank-3 map (head dims, sequence, batch x heads): rows past the
+//! sequence come in as zeros, never as the next head's rows, so a V row that the mask hides
+//! is an exact zero (a NaN in another head cannot leak in through `0 * NaN`).
+//!
+//! # Registers
+//! Per consumer thread: O (`D / 2` f32), S (64 f32), then P (32 b32, live until its wgmmas
+//! complete; S dies as P is packed). The producer gives registers back (`setmaxnreg.dec`
+//! to [`WgmmaFlashTiling::producer_regs`]) and the consumers take them (`setmaxnreg.inc`);
+//! the build declares one block per SM. `tests/ptxas.rs` prints the counts.
+//!
+//! # Scope
+//! Head dims 64 and 128, dense batches (the variable-length kernels are v02's), bf16/f16.
+//! A negative scale negates S before the softmax (the descriptors leave no place to flip Q's
+//! sign as v02 does). The output is written from the accumulators, 2 bytes per store (once
+//! per block; staging it through shared memory for 16-byte stores is a later step).
+//!
+//! # Safety
+//! The launcher guarantees what v02 needs (shapes, `d = D`, `heads % kv_heads == 0`,
+//! `seq_q >= 1`, the grid `(ceil(seq_q / BM), heads, batch)`, this tiling's threads and shared
+//! bytes) and fills `maps` with the Q, K and V tensor maps (rank 3, 128-byte swizzle, boxes
+//! of `64 x BM` and `64 x BN`), and launches only where the sm_90a PTX is loaded.
+
+use super::AttentionParams;
+use super::v02_mma::{RowState, softmax_tile};
+use crate::device::hopper::{
+    Mbarrier, SmemDesc, Swizzle, TENSOR_MAP_BYTES, TensorMap, WgmmaAccumulator, fence_mbarrier_init,
+    fence_tensormap_acquire, setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_3d, wgmma_commit, wgmma_fence,
+    wgmma_wait,
+};
+use crate::device::mma::{self, MmaInput};
+use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
+use crate::device::{WARP_SIZE, math};
+
+/// Consumer warpgroups per block (64 query rows each).
+pub const CONSUMERS: u32 = 2;
+/// Query rows per block.
+pub const BM: u32 = 64 * CONSUMERS;
+/// Keys per tile: one m64n128k16 S accumulator per consumer.
+pub const BN: u32 = 128;
+/// n8 tiles of one S row block.
+const NS: usize = (BN / 8) as usize;
+/// Bytes of one 128-byte-swizzled row: 64 head dims.
+const PANEL_ROW: u32 = 128;
+const _: () = assert!(BM <= 256 && BN <= 256, "TMA boxes are at most 256 rows");
+
+/// The tile configuration of one head dimension; the launcher reads it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgmmaFlashTiling {
+    pub d: u32,
+    pub stages: u32,
+    /// `setmaxnreg` counts of the producer and of the consumers.
+    pub producer_regs: u32,
+    pub consumer_regs: u32,
+}
+
+impl WgmmaFlashTiling {
+    pub const fn threads(self) -> u32 {
+        (CONSUMERS + 1) * 128
+    }
+    /// 64-column panels of one Q, K or V tile.
+    pub const fn panels(self) -> u32 {
+        self.d / 64
+    }
+    pub const fn q_bytes(self) -> u32 {
+        BM * self.d * 2
+    }
+    /// Bytes of one K or one V tile.
+    pub const fn kv_bytes(self) -> u32 {
+        BN * self.d * 2
+    }
+    /// Panel `p` of Q, of stage `s`'s K and of its V.
+    pub const fn q_offset(self, p: u32) -> u32 {
+        p * BM * PANEL_ROW
+    }
+    pub const fn k_offset(self, s: u32, p: u32) -> u32 {
+        self.q_bytes() + s * 2 * self.kv_bytes() + p * BN * PANEL_ROW
+    }
+    pub const fn v_offset(self, s: u32, p: u32) -> u32 {
+        self.k_offset(s, p) + self.kv_bytes()
+    }
+    const fn bars(self) -> u32 {
+        self.q_bytes() + self.stages * 2 * self.kv_bytes()
+    }
+    pub const fn q_full(self) -> u32 {
+        self.bars()
+    }
+    pub const fn k_full(self, s: u32) -> u32 {
+        self.bars() + 8 + 8 * s
+    }
+    pub const fn v_full(self, s: u32) -> u32 {
+        self.k_full(self.stages) + 8 * s
+    }
+    pub const fn empty(self, s: u32) -> u32 {
+        self.v_full(self.stages) + 8 * s
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.empty(self.stages)
+    }
+    /// The TMA boxes, contiguous dimension first: Q `64 x BM`, K and V `64 x BN` (one plane).
+    pub const fn q_box(self) -> [u32; 3] {
+        [64, BM, 1]
+    }
+    pub const fn kv_box(self) -> [u32; 3] {
+        [64, BN, 1]
+    }
+    pub const fn check(self) -> Self {
+        assert!(self.d == 64 || self.d == 128, "head dims 64 and 128 (one wgmma N for O)");
+        assert!(self.stages >= 2, "a ring needs two stages");
+        assert!(self.q_bytes().is_multiple_of(1024) && self.kv_bytes().is_multiple_of(1024), "swizzle periods");
+        assert!(self.shared_bytes() <= 227 * 1024, "Hopper's 227 KB per block");
+        let (p, c) = (self.producer_regs, self.consumer_regs);
+        assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
+        let entry = 65536 / self.threads() / 8 * 8;
+        assert!(p <= entry && c >= entry, "the producer gives registers, the consumers take them");
+        assert!((p + c * CONSUMERS) * 128 <= 65536, "the split must fit the 65536-register file");
+        self
+    }
+}
+
+pub const TILING_D64: WgmmaFlashTiling =
+    WgmmaFlashTiling { d: 64, stages: 2, producer_regs: 40, consumer_regs: 232 }.check();
+pub const TILING_D128: WgmmaFlashTiling =
+    WgmmaFlashTiling { d: 128, stages: 2, producer_regs: 40, consumer_regs: 232 }.check();
+
+/// A head dim of this kernel: its tiling and the O accumulator (the wgmma shape m64n`D`k16).
+pub trait HeadDim {
+    const TILING: WgmmaFlashTiling;
+    type Acc: WgmmaAccumulator;
+}
+
+pub struct D64;
+impl HeadDim for D64 {
+    const TILING: WgmmaFlashTiling = TILING_D64;
+    type Acc = [f32; 32];
+}
+
+pub struct D128;
+impl HeadDim for D128 {
+    const TILING: WgmmaFlashTiling = TILING_D128;
+    type Acc = [f32; 64];
+}
+
+/// The kernel body for head dim `H`. `BUG_SWAP_P`: a deliberately wrong P re-pack (A
+/// registers 1 and 2 swapped: rows `g + 8` and columns `2 t + 8` exchanged) that the tests
+/// must reject.
+#[inline(always)]
+pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T>) {
+    let cfg = const { H::TILING };
+    const { assert!(<H::Acc as WgmmaAccumulator>::N == H::TILING.d, "O's wgmma N is the head dim") };
+    let d = cfg.d as usize;
+    let tid = thread_idx_x();
+    let wg = tid / 128;
+    let q_full = Mbarrier::at(cfg.q_full());
+    let k_full = |s: u32| Mbarrier::at(cfg.k_full(s));
+    let v_full = |s: u32| Mbarrier::at(cfg.v_full(s));
+    let empty = |s: u32| Mbarrier::at(cfg.empty(s));
+    if tid == 0 {
+        q_full.init(1);
+        let mut s = 0;
+        while s < cfg.stages {
+            k_full(s).init(1);
+            v_full(s).init(1);
+            empty(s).init(4 * CONSUMERS);
+            s += 1;
+        }
+        fence_mbarrier_init();
+    }
+    sync_threads();
+
+    let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
+    let kvh = h / (p.heads / p.kv_heads) as usize;
+    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
+    let q0 = block_idx_x() as usize * BM as usize;
+    let causal = p.causal != 0;
+    // Keys query `i` sees (bottom-right aligned when causal; rows past seq_q see all keys).
+    let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
+    let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
+    let tiles = limit(last_q).div_ceil(BN as usize) as u32;
+
+    if wg == CONSUMERS {
+        setmaxnreg_dec(cfg.producer_regs);
+        if tid.is_multiple_of(128) {
+            let map = |i: u64| TensorMap { addr: p.maps + i * TENSOR_MAP_BYTES as u64 };
+            let (q_map, k_map, v_map) = (map(0), map(1), map(2));
+            fence_tensormap_acquire(q_map);
+            fence_tensormap_acquire(k_map);
+            fence_tensormap_acquire(v_map);
+            let q_plane = (b * p.heads as usize + h) as i32;
+            let kv_plane = (b * p.kv_heads as usize + kvh) as i32;
+            q_full.arrive_expect_tx(cfg.q_bytes());
+            let mut pn = 0;
+            while pn < cfg.panels() {
+                tma_load_3d(cfg.q_offset(pn), q_map, 64 * pn as i32, q0 as i32, q_plane, q_full);
+                pn += 1;
+            }
+            let mut j = 0;
+            while j < tiles {
+                let (s, round) = (j % cfg.stages, j / cfg.stages);
+                empty(s).wait((round & 1) ^ 1);
+                let row = (j * BN) as i32;
+                k_full(s).arrive_expect_tx(cfg.kv_bytes());
+                pn = 0;
+                while pn < cfg.panels() {
+                    tma_load_3d(cfg.k_offset(s, pn), k_map, 64 * pn as i32, row, kv_plane, k_full(s));
+                    pn += 1;
+                }
+                v_full(s).arrive_expect_tx(cfg.kv_bytes());
+                pn = 0;
+                while pn < cfg.panels() {
+                    tma_load_3d(cfg.v_offset(s, pn), v_map, 64 * pn as i32, row, kv_plane, v_full(s));
+                    pn += 1;
+                }
+                j += 1;
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc(cfg.consumer_regs);
+    let (warp, lane) = ((tid % 128) / WARP_SIZE, tid % WARP_SIZE);
+    let (g, t) = (lane / 4, lane % 4);
+    // The warpgroup's rows, and the keys its last row sees: tiles from there on are skipped
+    // by the whole warpgroup (wgmma is warpgroup-wide, so the test must be uniform across it).
+    let g0 = q0 + 64 * wg as usize;
+    let wg_max = if g0 < seq_q { limit((g0 + 63).min(seq_q - 1)) } else { 0 };
+    // The warp's: tiles below the keys its first row sees are unmasked for the whole warp.
+    let wq0 = g0 + 16 * warp as usize;
+    let warp_min = if wq0 < seq_q { limit(wq0) } else { 0 };
+    let row_lim = [limit(wq0 + g as usize) as i64, limit(wq0 + g as usize + 8) as i64];
+    let flip = p.scale_log2 < 0.0;
+    let c = p.scale_log2.abs();
+    // Descriptors: Q rows of this warpgroup (K-major), K as stored (K-major), V as stored
+    // (MN-major, the next 64 head dims one panel on).
+    let q_desc = |kk: u32| {
+        let (pn, part) = (kk / 4, kk % 4);
+        SmemDesc::new(smem_addr(cfg.q_offset(pn) + wg * 64 * PANEL_ROW), 16, 1024, Swizzle::B128).advance(32 * part)
+    };
+    let k_desc = |s: u32, kk: u32| {
+        let (pn, part) = (kk / 4, kk % 4);
+        SmemDesc::new(smem_addr(cfg.k_offset(s, pn)), 16, 1024, Swizzle::B128).advance(32 * part)
+    };
+    let v_desc = |s: u32, kk: u32| {
+        SmemDesc::new(smem_addr(cfg.v_offset(s, 0)), BN * PANEL_ROW, 1024, Swizzle::B128).advance(2048 * kk)
+    };
+
+    let mut st = RowState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
+    let mut o = H::Acc::ZERO;
+    q_full.wait(0);
+    let mut j = 0;
+    while j < tiles {
+        let (s, round) = (j % cfg.stages, j / cfg.stages);
+        let start = (j * BN) as usize;
+        // Every consumer waits for the tile, even one whose rows all skip it: its arrival on
+        // `empty[s]` below must not count toward a phase of a round the other consumer has
+        // not finished (waiting here keeps it within the round the producer has filled).
+        k_full(s).wait(round & 1);
+        if start < wg_max {
+            // S = Q K^T: D / 16 k-steps over the head dims.
+            let mut sacc = [0.0f32; 64];
+            wgmma_fence();
+            unroll16!(kk < (H::TILING.d / 16) as usize => {
+                let kk = kk as u32;
+                sacc.mma::<T, 0, 0>(q_desc(kk), k_desc(s, kk), kk > 0);
+            });
+            wgmma_commit();
+            wgmma_wait::<0>();
+            let mut sf = [[0.0f32; 4]; NS];
+            unroll16!(i < NS => {
+                sf[i] = [sacc[4 * i], sacc[4 * i + 1], sacc[4 * i + 2], sacc[4 * i + 3]];
+                if flip {
+                    sf[i] = [-sf[i][0], -sf[i][1], -sf[i][2], -sf[i][3]];
+                }
+            });
+            let corr = if start + (BN as usize) > warp_min {
+                let lim = [(row_lim[0] - start as i64) as i32, (row_lim[1] - start as i64) as i32];
+                softmax_tile::<true, NS>(&mut sf, &mut st, c, lim, t)
+            } else {
+                softmax_tile::<false, NS>(&mut sf, &mut st, c, [0, 0], t)
+            };
+            let acc = o.as_mut();
+            unroll16!(i < 16 => {
+                unroll16!(e < 4 => {
+                    if 4 * i + e < acc.len() {
+                        acc[4 * i + e] *= corr[e / 2];
+                    }
+                });
+            });
+            // O += P V: P's accumulator n8 tiles 2 kk and 2 kk + 1 are the A fragment of the
+            // k-step over keys 16 kk ..; all eight stay in registers until the group completes.
+            let mut pa = [[0u32; 4]; NS / 2];
+            unroll16!(kk < NS / 2 => {
+                pa[kk] = mma::a_from_c::<T>(sf[2 * kk], sf[2 * kk + 1]);
+                if BUG_SWAP_P {
+                    pa[kk].swap(1, 2);
+                }
+            });
+            v_full(s).wait(round & 1);
+            wgmma_fence();
+            unroll16!(kk < NS / 2 => {
+                o.mma_rs::<T, 1>(pa[kk], v_desc(s, kk as u32), true);
+            });
+            wgmma_commit();
+            wgmma_wait::<0>();
+        }
+        // The stage is free: one arrival per consumer warp (also for a skipped tile).
+        if lane == 0 {
+            empty(s).arrive();
+        }
+        j += 1;
+    }
+
+    // Epilogue: normalize and store each thread's pairs (rows g, g + 8; columns 8 i + 2 t).
+    let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
+    let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
+    let q_row0 = (b * p.heads as usize + h) * seq_q;
+    let o = o.as_ref();
+    unroll16!(r < 2 => {
+        let qi = wq0 + g as usize + 8 * r;
+        if qi < seq_q {
+            let base = (q_row0 + qi) * d + 2 * t as usize;
+            unroll16!(i < 16 => {
+                if 4 * i < o.len() {
+                    let w = mma::pack_f32x2::<T>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+                    p.o.store(base + 8 * i, T::from_bits16(w as u16));
+                    p.o.store(base + 8 * i + 1, T::from_bits16((w >> 16) as u16));
+                }
+            });
+            if t == 0 {
+                let lse = if l[r] > 0.0 {
+                    (st.m[r] + math::log2_approx(l[r])) * core::f32::consts::LN_2
+                } else {
+                    f32::NEG_INFINITY
+                };
+                p.lse.store(q_row0 + qi, lse);
+            }
+        }
+    });
+}
