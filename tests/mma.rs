@@ -216,9 +216,11 @@ fn emulator_rejects_half_warp_mma() {
 
 /// One wgmma from canonical tiles the threads stored themselves: A 64 x 16, B 16 x N of
 /// small integers and halves (every product and sum exact in f32), for each layout (A K- or
-/// M-major, B N- or K-major) and both shapes (m64n128k16, m64n256k16). On the GPU this checks
-/// the descriptor and swizzle formulas against the hardware with nothing else in the way
-/// (sm_90a only; elsewhere it says SKIP).
+/// M-major or in registers, B N- or K-major) and both shapes (m64n128k16, m64n256k16). On the
+/// GPU this checks the descriptor and swizzle formulas and the register-A fragment layout
+/// against the hardware with nothing else in the way (sm_90a only; elsewhere it says SKIP).
+/// Two deliberate bugs must give a wrong product: A's descriptor with SBO 512, and register A
+/// with its registers 1 and 2 swapped.
 #[test]
 fn wgmma_from_canonical_tiles_matches_plain_product() {
     for ctx in common::backends("wgmma_from_canonical_tiles") {
@@ -238,11 +240,13 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
                 }
             }
             let shape = if n == 256 { 16 } else { 0 };
-            for mode in 0..5u32 {
+            // Descriptor layouts 0-3, the SBO bug 4, register A with B N- or K-major (64,
+            // 66), and register A mis-laid (192).
+            for mode in [0u32, 1, 2, 3, 4, 64, 66, 192] {
                 let got = run_wgmma(&ctx, &a, &b, n, mode | shape)
                     .unwrap_or_else(|e| panic!("n {n} mode {mode} on {}: {e}", ctx.backend()));
                 let bad = got.iter().zip(&want).filter(|(g, w)| g != w).count();
-                if mode < 4 {
+                if mode < 4 || mode == 64 || mode == 66 {
                     assert_eq!(
                         bad,
                         0,
@@ -253,7 +257,7 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
                 } else {
                     assert!(
                         bad > 0,
-                        "n {n}: the mis-laid descriptor (SBO 512) must give a wrong product on {}",
+                        "n {n} mode {mode}: the mis-laid operand must give a wrong product on {}",
                         ctx.backend()
                     );
                 }

@@ -147,7 +147,9 @@ pub struct WgmmaProbeParams {
     /// (`trans-b`); bit 2: the deliberate bug (A's descriptor with SBO 512 instead of 1024);
     /// bit 3: another (emulator only): warp 1 names A 16 bytes further on than the others;
     /// bit 4: m64n256k16 instead of m64n128k16; bit 5 (emulator only): the warpgroup first
-    /// runs `setmaxnreg.inc`, warp 1 with another count than the others.
+    /// runs `setmaxnreg.inc`, warp 1 with another count than the others; bit 6: A from
+    /// registers (built by the documented register-A layout, bit 0 ignored); bit 7 with bit
+    /// 6: the deliberate bug (A registers 1 and 2 swapped).
     pub mode: u32,
     pub _pad: u32,
 }
@@ -212,18 +214,31 @@ fn wgmma_n<D: crate::device::hopper::WgmmaAccumulator>(p: WgmmaProbeParams) {
     let a_at = if p.mode & 8 != 0 && t / 32 == 1 { 16 } else { 0 };
     let a = SmemDesc::new(smem_addr(a_at), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
     let b = SmemDesc::new(smem_addr(WGMMA_PROBE_B_AT), if b_k { 16 } else { 2048 }, 1024, Swizzle::B128);
+    let (warp, lane) = (t / 32, t % 32);
+    let (g, tq) = (lane / 4, lane % 4);
+    // Register A (mode bit 6): warp w's rows 16 w .. in the mma.sync A layout.
+    let ra = |r: u32, c: u32| p.a.load(((16 * warp + r) * 16 + c) as usize).to_bits16();
+    let mut af = [
+        mma::pack2(ra(g, 2 * tq), ra(g, 2 * tq + 1)),
+        mma::pack2(ra(g + 8, 2 * tq), ra(g + 8, 2 * tq + 1)),
+        mma::pack2(ra(g, 2 * tq + 8), ra(g, 2 * tq + 9)),
+        mma::pack2(ra(g + 8, 2 * tq + 8), ra(g + 8, 2 * tq + 9)),
+    ];
+    if p.mode & 128 != 0 {
+        af.swap(1, 2);
+    }
     let mut d = D::ZERO;
     wgmma_fence();
-    match (a_mn, b_k) {
-        (false, false) => d.mma::<half::bf16, 0, 1>(a, b, false),
-        (false, true) => d.mma::<half::bf16, 0, 0>(a, b, false),
-        (true, false) => d.mma::<half::bf16, 1, 1>(a, b, false),
-        (true, true) => d.mma::<half::bf16, 1, 0>(a, b, false),
+    match (p.mode & 64 != 0, a_mn, b_k) {
+        (true, _, false) => d.mma_rs::<half::bf16, 1>(af, b, false),
+        (true, _, true) => d.mma_rs::<half::bf16, 0>(af, b, false),
+        (false, false, false) => d.mma::<half::bf16, 0, 1>(a, b, false),
+        (false, false, true) => d.mma::<half::bf16, 0, 0>(a, b, false),
+        (false, true, false) => d.mma::<half::bf16, 1, 1>(a, b, false),
+        (false, true, true) => d.mma::<half::bf16, 1, 0>(a, b, false),
     }
     wgmma_commit();
     wgmma_wait::<0>();
-    let (warp, lane) = (t / 32, t % 32);
-    let (g, tq) = (lane / 4, lane % 4);
     let d = d.as_ref();
     crate::gemm::unroll8!(h < 2 => {
         crate::gemm::unroll8!(hi < 8 => {
