@@ -242,6 +242,16 @@ impl core::fmt::Debug for AttentionVersion {
     }
 }
 
+/// The head-dim list of a kernel built for head dim `d` alone (64 or 128).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn one_head_dim(d: u32) -> &'static [u32] {
+    match d {
+        64 => &[64],
+        128 => &[128],
+        _ => panic!("the tensor-core kernels are built for head dims 64 and 128"),
+    }
+}
+
 #[cfg(not(target_arch = "nvptx64"))]
 const fn v02_kernel(
     t: v02_mma::FlashTiling,
@@ -250,10 +260,7 @@ const fn v02_kernel(
     varlen: Option<VarlenKernels>,
 ) -> AttentionKernel {
     AttentionKernel {
-        head_dims: match t.d {
-            64 => &[64],
-            _ => &[128],
-        },
+        head_dims: one_head_dim(t.d),
         bf16,
         f16,
         block_q: t.bm,
@@ -272,10 +279,7 @@ const fn v03_kernel(
     f16: &'static crate::KernelDef<AttentionParams<F16>>,
 ) -> AttentionKernel {
     AttentionKernel {
-        head_dims: match t.d {
-            64 => &[64],
-            _ => &[128],
-        },
+        head_dims: one_head_dim(t.d),
         bf16,
         f16,
         block_q: v03_wgmma::BM,

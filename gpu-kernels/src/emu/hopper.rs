@@ -474,54 +474,40 @@ fn to_f32(kind: MmaKind, h: u16) -> f32 {
     }
 }
 
-#[track_caller]
-pub fn wgmma_m64n128k16<const TRANS_A: u32, const TRANS_B: u32>(
-    kind: MmaKind,
-    d: &mut [f32; 64],
-    a: u64,
-    b: u64,
-    scale_d: bool,
-) {
-    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 128, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+/// `pub fn $name` for shape m64n`$n`k16 (`$n / 2` accumulators): A from a descriptor.
+macro_rules! wgmma_ss {
+    ($name:ident, $n:literal) => {
+        #[track_caller]
+        pub fn $name<const TRANS_A: u32, const TRANS_B: u32>(
+            kind: MmaKind,
+            d: &mut [f32; $n / 2],
+            a: u64,
+            b: u64,
+            scale_d: bool,
+        ) {
+            let ops = WgmmaOperands { a, b, n: $n, trans_a: TRANS_A, trans_b: TRANS_B, scale_d };
+            wgmma(kind, d, WgmmaA::Shared(a), b, ops)
+        }
+    };
 }
 
-#[track_caller]
-pub fn wgmma_m64n256k16<const TRANS_A: u32, const TRANS_B: u32>(
-    kind: MmaKind,
-    d: &mut [f32; 128],
-    a: u64,
-    b: u64,
-    scale_d: bool,
-) {
-    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 256, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
+/// The register-A form: `a` is this thread's A fragment (layout in `device::hopper`).
+macro_rules! wgmma_rs {
+    ($name:ident, $n:literal) => {
+        #[track_caller]
+        pub fn $name<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; $n / 2], a: [u32; 4], b: u64, scale_d: bool) {
+            let ops = WgmmaOperands { a: REGS_A, b, n: $n, trans_a: 0, trans_b: TRANS_B, scale_d };
+            wgmma(kind, d, WgmmaA::Regs(a), b, ops)
+        }
+    };
 }
 
-#[track_caller]
-pub fn wgmma_m64n64k16<const TRANS_A: u32, const TRANS_B: u32>(
-    kind: MmaKind,
-    d: &mut [f32; 32],
-    a: u64,
-    b: u64,
-    scale_d: bool,
-) {
-    wgmma(kind, d, WgmmaA::Shared(a), b, WgmmaOperands { a, b, n: 64, trans_a: TRANS_A, trans_b: TRANS_B, scale_d })
-}
-
-/// The register-A forms: `a` is this thread's A fragment (layout in `device::hopper`).
-#[track_caller]
-pub fn wgmma_rs_m64n64k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 32], a: [u32; 4], b: u64, scale_d: bool) {
-    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 64, trans_a: 0, trans_b: TRANS_B, scale_d })
-}
-
-#[track_caller]
-pub fn wgmma_rs_m64n128k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 64], a: [u32; 4], b: u64, scale_d: bool) {
-    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 128, trans_a: 0, trans_b: TRANS_B, scale_d })
-}
-
-#[track_caller]
-pub fn wgmma_rs_m64n256k16<const TRANS_B: u32>(kind: MmaKind, d: &mut [f32; 128], a: [u32; 4], b: u64, scale_d: bool) {
-    wgmma(kind, d, WgmmaA::Regs(a), b, WgmmaOperands { a: REGS_A, b, n: 256, trans_a: 0, trans_b: TRANS_B, scale_d })
-}
+wgmma_ss!(wgmma_m64n64k16, 64);
+wgmma_ss!(wgmma_m64n128k16, 128);
+wgmma_ss!(wgmma_m64n256k16, 256);
+wgmma_rs!(wgmma_rs_m64n64k16, 64);
+wgmma_rs!(wgmma_rs_m64n128k16, 128);
+wgmma_rs!(wgmma_rs_m64n256k16, 256);
 
 /// The `a` operand recorded for a register-A wgmma (no descriptor can be all ones: its
 /// reserved bits 46-48 are zero).
