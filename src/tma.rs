@@ -21,6 +21,15 @@ pub fn desc_2d<T: Scalar>(
     box_dims: [u32; 2],
     swizzle: u32,
 ) -> Result<TmaDesc> {
+    if !view.addr().is_multiple_of(16) || !(ld * T::DTYPE.size()).is_multiple_of(16) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "TMA needs a 16-byte aligned base and a row pitch that is a multiple of 16 bytes (got address {:#x}, leading dimension {ld}); use a version without TMA",
+                view.addr()
+            ),
+        ));
+    }
     let d = desc_3d(op, view, [cols, rows, 1], ld, rows * ld, [box_dims[0], box_dims[1], 1], swizzle)?;
     Ok(TmaDesc { rank: 2, ..d })
 }
@@ -45,7 +54,7 @@ pub fn desc_3d<T: Scalar>(
         return Err(Error::invalid(
             op,
             format!(
-                "TMA needs a 16-byte aligned base and row and plane pitches that are multiples of 16 bytes (got address {:#x}, pitches of {row_ld} and {plane_ld} elements); use a version without TMA",
+                "TMA needs a 16-byte aligned base and row and plane pitches that are multiples of 16 bytes (got address {:#x}, a row pitch of {row_ld} and a plane pitch of {plane_ld} elements); use a version without TMA",
                 view.addr()
             ),
         ));
