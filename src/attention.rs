@@ -304,7 +304,7 @@ pub struct VarlenInput<'a, T: AttentionFloat> {
 
 /// Validates one offset table against the tokens its buffer holds; returns the longest
 /// sequence.
-fn check_offsets(op: &'static str, name: &str, cu: &[i32], total: usize) -> Result<usize> {
+pub(crate) fn check_offsets(op: &'static str, name: &str, cu: &[i32], total: usize) -> Result<usize> {
     if cu.is_empty() {
         return Err(Error::invalid(op, format!("{name} is empty: pass batch + 1 offsets, starting at 0")));
     }

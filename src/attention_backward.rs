@@ -19,12 +19,19 @@
 //!
 //! Checked against an f64 reference on the same inputs with FlashAttention's rule for the
 //! backward (see [`check_backward`]).
+//!
+//! [`attention_varlen_backward`] is the backward of [`attention::attention_varlen`]: the packed
+//! variable-length layout and offsets ([`VarlenBackwardInput`]), validated before any launch,
+//! on the highest version with variable-length kernels for the head dim
+//! ([`BackwardKernel::varlen`]); [`check_varlen_backward`] checks each sequence against the
+//! dense reference.
 
 use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape};
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
-    AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BackwardKernel, BackwardKernels,
+    AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT,
+    BackwardKernel, BackwardKernels, BackwardVarlen,
 };
 use gpu_kernels::attention::{AttentionBwdParams, bwd_v01_simt};
 use half::{bf16, f16};
@@ -36,14 +43,21 @@ const OP: &str = "attention_backward";
 /// The input types the backward takes: bf16 and f16.
 pub trait BackwardFloat: AttentionFloat {
     fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self>;
+    fn varlen_kernels(k: &BackwardVarlen) -> &BackwardKernels<Self>;
 }
 impl BackwardFloat for bf16 {
     fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self> {
         &k.bf16
     }
+    fn varlen_kernels(k: &BackwardVarlen) -> &BackwardKernels<Self> {
+        &k.bf16
+    }
 }
 impl BackwardFloat for f16 {
     fn kernels(k: &BackwardKernel) -> &BackwardKernels<Self> {
+        &k.f16
+    }
+    fn varlen_kernels(k: &BackwardVarlen) -> &BackwardKernels<Self> {
         &k.f16
     }
 }
@@ -192,16 +206,261 @@ pub fn attention_backward_with<T: BackwardFloat>(
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass the forward's finite scale")));
     }
-    let rows = s.lse_len();
-    let kt = kernel.threads as usize;
-    let pre_blocks = grid_x("preprocess", rows.div_ceil(kernel.preprocess_rows as usize))?;
-    let conv_blocks = grid_x("dq_convert", s.q_len().div_ceil(kt))?;
     if s.batch == 0 || s.heads == 0 {
         return Ok(());
     }
+    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
+    let run = Run { kernel, kernels: T::kernels(kernel), shape: s, longest: (s.seq_q, s.seq_k), cu: None };
+    launch(ctx, run, views, causal, scale, opts)
+}
+
+/// The backward's inputs over a variable-length batch, packed as [`VarlenInput`] packs the
+/// forward's (`q, o, d_o: [heads, total_q, head_dim]`, `k, v: [kv_heads, total_k, head_dim]`,
+/// `lse: [heads, total_q]` as [`attention::attention_varlen`] returns it; causal masking aligned
+/// bottom-right per sequence). The gradients: dQ has Q's layout, dK and dV have K's.
+///
+/// [`VarlenInput`]: crate::attention::VarlenInput
+#[derive(Clone, Copy)]
+pub struct VarlenBackwardInput<'a, T: AttentionFloat> {
+    pub q: BufRef<'a, T>,
+    pub k: BufRef<'a, T>,
+    pub v: BufRef<'a, T>,
+    pub o: BufRef<'a, T>,
+    pub d_o: BufRef<'a, T>,
+    pub lse: BufRef<'a, f32>,
+    /// Host offsets (`batch + 1` each, from 0, non-decreasing, the last one the total),
+    /// validated (and uploaded) per call: a bad table is a typed error before any launch.
+    pub cu_seqlens_q: &'a [i32],
+    pub cu_seqlens_k: &'a [i32],
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    /// `None` is `1 / sqrt(head_dim)`; must be the forward's.
+    pub scale: Option<f32>,
+}
+
+const VARLEN_OP: &str = "attention_varlen_backward";
+
+/// The version [`attention_varlen_backward`] runs for `head_dim` when the views are
+/// (`aligned16`) or are not all 16-byte aligned: the highest rung with variable-length kernels
+/// for it, or `None`.
+pub fn default_varlen_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(head_dim).is_some_and(|(k, _)| aligned16 || !k.align16))
+}
+
+/// Every head dim some version's variable-length kernels support, for error messages.
+fn varlen_dims() -> String {
+    BACKWARD_VERSIONS
+        .iter()
+        .map(|v| {
+            let dims: Vec<String> = v
+                .kernels
+                .iter()
+                .filter(|k| k.varlen.is_some())
+                .flat_map(|k| k.head_dims)
+                .map(|d| d.to_string())
+                .collect();
+            format!("{}: {}", v.name, dims.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// dQ, dK, dV of [`attention::attention_varlen`] with the highest version that has
+/// variable-length kernels for the head dim and the views' alignment; `opts` as in
+/// [`attention_backward`].
+pub fn attention_varlen_backward<T: BackwardFloat>(
+    ctx: &Context,
+    input: VarlenBackwardInput<'_, T>,
+    grads: AttentionGrads<'_, T>,
+    opts: BackwardOptions,
+) -> Result<()> {
+    let i = &input;
+    let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
+        .iter()
+        .all(|a| a.is_multiple_of(16));
+    let v = default_varlen_version(input.head_dim, aligned).ok_or_else(|| {
+        Error::invalid(VARLEN_OP, format!("head_dim = {} is not supported ({})", input.head_dim, varlen_dims()))
+    })?;
+    attention_varlen_backward_with(ctx, v, input, grads, opts)
+}
+
+/// As [`attention_varlen_backward`], with a chosen version.
+pub fn attention_varlen_backward_with<T: BackwardFloat>(
+    ctx: &Context,
+    version: &AttentionBackwardVersion,
+    input: VarlenBackwardInput<'_, T>,
+    grads: AttentionGrads<'_, T>,
+    opts: BackwardOptions,
+) -> Result<()> {
+    const OP: &str = VARLEN_OP;
+    let VarlenBackwardInput {
+        q,
+        k,
+        v,
+        o,
+        d_o,
+        lse,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        heads,
+        kv_heads,
+        head_dim,
+        causal,
+        scale,
+    } = input;
+    let AttentionGrads { mut dq, mut dk, mut dv } = grads;
+    for r in [&q, &k, &v, &o, &d_o] {
+        r.check_context(ctx, OP)?;
+    }
+    lse.check_context(ctx, OP)?;
+    for m in [&dq, &dk, &dv] {
+        m.check_context(ctx, OP)?;
+    }
+    let Some((kernel, varlen)) = version.varlen_kernel(head_dim) else {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "head_dim = {head_dim}: {} has no variable-length backward for it (variable-length backward: {})",
+                version.name,
+                varlen_dims()
+            ),
+        ));
+    };
+    if cu_seqlens_q.len() != cu_seqlens_k.len() {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "cu_seqlens_q has {} offsets and cu_seqlens_k {}: both need batch + 1 (one batch count)",
+                cu_seqlens_q.len(),
+                cu_seqlens_k.len()
+            ),
+        ));
+    }
+    let batch = cu_seqlens_q.len().saturating_sub(1);
+    let (q_row, k_row) = (heads * head_dim, kv_heads * head_dim);
+    if q_row == 0 || k_row == 0 {
+        return Err(Error::invalid(OP, "heads, kv_heads and head_dim must be positive"));
+    }
+    for (name, got, row) in [("q", q.len(), q_row), ("k", k.len(), k_row)] {
+        if !got.is_multiple_of(row) {
+            return Err(Error::invalid(
+                OP,
+                format!("{name} has {got} elements, not a whole number of tokens of {row} ([heads, total, head_dim])"),
+            ));
+        }
+    }
+    let (total_q, total_k) = (q.len() / q_row, k.len() / k_row);
+    let max_q = attention::check_offsets(OP, "cu_seqlens_q", cu_seqlens_q, total_q)?;
+    let max_k = attention::check_offsets(OP, "cu_seqlens_k", cu_seqlens_k, total_k)?;
+    // The dense shape checks (GQA, grid, sizes) on the totals, with the batch as grid z.
+    let s = AttentionShape { batch, heads, kv_heads, seq_q: total_q, seq_k: total_k, head_dim };
+    attention::check_shape_for(OP, &s)?;
+    for (name, got, want) in [
+        ("v", v.len(), k.len()),
+        ("o", o.len(), q.len()),
+        ("d_o", d_o.len(), q.len()),
+        ("lse", lse.len(), heads * total_q),
+        ("dq", dq.len(), q.len()),
+        ("dk", dk.len(), k.len()),
+        ("dv", dv.len(), k.len()),
+    ] {
+        if got != want {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{name} has {got} elements but needs {want} ({total_q} query and {total_k} key tokens, {heads} heads, {kv_heads} kv heads, head_dim {head_dim})"
+                ),
+            ));
+        }
+    }
+    if kernel.align16 {
+        for (name, addr) in [
+            ("q", q.addr()),
+            ("k", k.addr()),
+            ("v", v.addr()),
+            ("d_o", d_o.addr()),
+            ("dq", dq.addr()),
+            ("dk", dk.addr()),
+            ("dv", dv.addr()),
+        ] {
+            if !addr.is_multiple_of(16) {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies and stores 16-byte rows; pass aligned views or run v01_simt",
+                        version.name
+                    ),
+                ));
+            }
+        }
+    }
+    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    if !scale.is_finite() {
+        return Err(Error::invalid(OP, format!("scale = {scale}: pass the forward's finite scale")));
+    }
+    if batch == 0 {
+        return Ok(());
+    }
+    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
+    let run = Run {
+        kernel,
+        kernels: T::varlen_kernels(varlen),
+        shape: s,
+        longest: (max_q, max_k),
+        cu: Some((cu_seqlens_q, cu_seqlens_k)),
+    };
+    launch(ctx, run, views, causal, scale, opts)
+}
+
+/// The views one backward launch reads and writes.
+struct Views<'v, 'a, T: AttentionFloat> {
+    q: BufRef<'a, T>,
+    k: BufRef<'a, T>,
+    v: BufRef<'a, T>,
+    o: BufRef<'a, T>,
+    d_o: BufRef<'a, T>,
+    lse: BufRef<'a, f32>,
+    dq: &'v mut BufMut<'a, T>,
+    dk: &'v mut BufMut<'a, T>,
+    dv: &'v mut BufMut<'a, T>,
+}
+
+/// What one validated backward runs: the kernels, the shape (varlen: `batch` sequences over
+/// `seq_q` / `seq_k` total tokens), the longest query and key sequence (grid x), and the
+/// offsets of a variable-length batch.
+struct Run<'a, T: 'static> {
+    kernel: &'static BackwardKernel,
+    kernels: &'static BackwardKernels<T>,
+    shape: AttentionShape,
+    longest: (usize, usize),
+    cu: Option<(&'a [i32], &'a [i32])>,
+}
+
+/// Launches a validated backward: `preprocess`, `dkdv`, then `dq_convert` or `dq`.
+fn launch<T: BackwardFloat>(
+    ctx: &Context,
+    run: Run<'_, T>,
+    views: Views<'_, '_, T>,
+    causal: bool,
+    scale: f32,
+    opts: BackwardOptions,
+) -> Result<()> {
+    let Run { kernel, kernels, shape: s, longest: (max_q, max_k), cu } = run;
+    // Dense rows are [batch, heads, seq_q]; varlen rows [heads, total_q]: the same count.
+    let rows = if cu.is_some() { s.heads * s.seq_q } else { s.lse_len() };
+    let q_len = rows * s.head_dim;
+    let kt = kernel.threads as usize;
+    let pre_blocks = grid_x("preprocess", rows.div_ceil(kernel.preprocess_rows as usize))?;
+    let conv_blocks = grid_x("dq_convert", q_len.div_ceil(kt))?;
     let atomic = !opts.deterministic;
-    let kernels = T::kernels(kernel);
-    let words = rows + if atomic { s.q_len() } else { 0 };
+    let offsets = match cu {
+        Some((cq, ck)) => Some((ctx.upload(cq)?, ctx.upload(ck)?)),
+        None => None,
+    };
+    let empty = gpu_kernels::device::Global::empty;
+    let words = rows + if atomic { q_len } else { 0 };
     ctx.with_scratch(words.max(1), |scratch| {
         let params = AttentionBwdParams {
             batch: s.batch as u32,
@@ -214,32 +473,36 @@ pub fn attention_backward_with<T: BackwardFloat>(
             atomic_dq: atomic as u32,
             scale,
             scale_log2: scale * std::f32::consts::LOG2_E,
-            q: q.global(),
-            k: k.global(),
-            v: v.global(),
-            o: o.global(),
-            d_o: d_o.global(),
-            lse: lse.global(),
-            dq: dq.global_mut(),
-            dk: dk.global_mut(),
-            dv: dv.global_mut(),
+            q: views.q.global(),
+            k: views.k.global(),
+            v: views.v.global(),
+            o: views.o.global(),
+            d_o: views.d_o.global(),
+            lse: views.lse.global(),
+            dq: views.dq.global_mut(),
+            dk: views.dk.global_mut(),
+            dv: views.dv.global_mut(),
             scratch: scratch.as_f32(),
+            cu_seqlens_q: offsets.as_ref().map_or_else(empty, |(cq, _)| cq.as_view().global()),
+            cu_seqlens_k: offsets.as_ref().map_or_else(empty, |(_, ck)| ck.as_view().global()),
         };
+        // The row passes see varlen's [heads, total_q] rows as one dense batch.
+        let row_params = if cu.is_some() { AttentionBwdParams { batch: 1, ..params } } else { params };
         let block = Dim3::x(kernel.threads);
         if rows > 0 {
             let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block, shared_bytes: 0 };
-            ctx.launch(kernels.preprocess, cfg, params)?;
+            ctx.launch(kernels.preprocess, cfg, row_params)?;
         }
-        if s.seq_k > 0 {
-            let grid = Dim3::new(s.seq_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
+        if max_k > 0 {
+            let grid = Dim3::new(max_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
             ctx.launch(kernels.dkdv, LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes }, params)?;
         }
         if rows > 0 {
             if atomic {
                 let cfg = LaunchConfig { grid: Dim3::x(conv_blocks), block, shared_bytes: 0 };
-                ctx.launch(kernels.dq_convert, cfg, params)?;
-            } else {
-                let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
+                ctx.launch(kernels.dq_convert, cfg, row_params)?;
+            } else if max_q > 0 {
+                let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
                 ctx.launch(kernels.dq, LaunchConfig { grid, block, shared_bytes: kernel.dq_shared_bytes }, params)?;
             }
         }
@@ -417,13 +680,19 @@ fn check_t<T: BackwardFloat>(
     let scale = 1.0 / (s.head_dim as f64).sqrt();
     let want = reference_backward(&q, &k, &v, &d_o, &s, case.causal, scale);
     let low = naive_backward(&q, &k, &v, &d_o, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
+    fa_rule_grads([&dq, &dk, &dv], &want, &low)
+}
+
+/// FlashAttention's rule for the backward: each gradient's max error against the f64
+/// reference `want` at most 3x the naive low-precision backward's (`low`), plus
+/// [`GRAD_ATOL`]; poison and guards as [`check::compare`] judges them.
+fn fa_rule_grads<T: BackwardFloat>(got: [&Guarded<T>; 3], want: &Grads, low: &Grads) -> Result<Report> {
     let max_err = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
     let mut named = Vec::new();
     for (name, got, want, low) in
-        [("dq", &dq, &want.0, &low.0), ("dk", &dk, &want.1, &low.1), ("dv", &dv, &want.2, &low.2)]
+        [("dq", got[0], &want.0, &low.0), ("dk", got[1], &want.1, &low.1), ("dv", got[2], &want.2, &low.2)]
     {
         let (g, guard) = got.finish()?;
-        // FlashAttention's rule for the backward: at most 3x the naive low-precision error.
         let bound = 3.0 * max_err(low, want) + GRAD_ATOL;
         let mut r = check::compare(&g, want, &vec![bound; want.len()], guard);
         r.tol = format!("FA rule 3 x naive {} {name} error ({bound:.2e}) + {GRAD_ATOL:.0e}", T::NAME);
@@ -449,6 +718,198 @@ pub fn check_backward(
         DType::BF16 => check_t::<bf16>(ctx, case, version),
         DType::F16 => check_t::<f16>(ctx, case, version),
         other => Err(Error::invalid(OP, format!("dtype {} is not supported; use bf16 or f16", other.name()))),
+    }
+}
+
+/// One checked variable-length backward case: `lens[b] = (seq_q, seq_k)` of sequence `b`.
+#[derive(Clone, Debug)]
+pub struct VarlenBackwardCase {
+    pub dtype: DType,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub lens: Vec<(usize, usize)>,
+    pub causal: bool,
+    pub deterministic: bool,
+    pub seed: u64,
+}
+
+impl VarlenBackwardCase {
+    /// `cu_seqlens_q`, `cu_seqlens_k` of the lengths.
+    pub fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
+        let (mut cu_q, mut cu_k) = (vec![0i32], vec![0i32]);
+        for &(lq, lk) in &self.lens {
+            cu_q.push(cu_q[cu_q.len() - 1] + lq as i32);
+            cu_k.push(cu_k[cu_k.len() - 1] + lk as i32);
+        }
+        (cu_q, cu_k)
+    }
+    /// Total query and key tokens.
+    pub fn totals(&self) -> (usize, usize) {
+        self.lens.iter().fold((0, 0), |(a, b), &(lq, lk)| (a + lq, b + lk))
+    }
+    /// Elements of Q (dQ, O, dO) and of K (V, dK, dV).
+    pub fn q_len(&self) -> usize {
+        self.heads * self.totals().0 * self.head_dim
+    }
+    pub fn kv_len(&self) -> usize {
+        self.kv_heads * self.totals().1 * self.head_dim
+    }
+    /// Sequence `b` alone as a dense shape (`[1, heads, len, head_dim]`).
+    fn seq_shape(&self, b: usize) -> AttentionShape {
+        let (seq_q, seq_k) = self.lens[b];
+        AttentionShape { batch: 1, heads: self.heads, kv_heads: self.kv_heads, seq_q, seq_k, head_dim: self.head_dim }
+    }
+}
+
+/// Sequence rows `start .. start + len` of every head of a packed `[heads, total, d]` tensor,
+/// as a dense `[heads, len, d]` one.
+fn gather(src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) -> Vec<f64> {
+    (0..heads).flat_map(|h| src[(h * total + start) * d..(h * total + start + len) * d].iter().copied()).collect()
+}
+
+/// The inverse of [`gather`]: a dense `[heads, len, d]` tensor into the packed one's rows.
+fn scatter(dst: &mut [f64], src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) {
+    for h in 0..heads {
+        dst[(h * total + start) * d..(h * total + start + len) * d]
+            .copy_from_slice(&src[h * len * d..(h + 1) * len * d]);
+    }
+}
+
+/// The varlen case's random inputs (Q, K, V, dO in [-2, 2), packed).
+fn varlen_inputs<T: AttentionFloat>(case: &VarlenBackwardCase) -> [Vec<T>; 4] {
+    let mut rng = SmallRng::seed_from_u64(case.seed);
+    let mut draw = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect() };
+    [draw(case.q_len()), draw(case.kv_len()), draw(case.kv_len()), draw(case.q_len())]
+}
+
+/// The forward's O and lse for a varlen case: [`attention::attention_varlen`] where a version
+/// has variable-length kernels for the head dim, else (head dims 32 and 96, which only the
+/// backward's v01 runs packed) the f64 reference per sequence, rounded to `T` and f32.
+fn varlen_forward<T: BackwardFloat>(
+    ctx: &Context,
+    case: &VarlenBackwardCase,
+    (q, k, v): (&crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>),
+) -> Result<(crate::DeviceBuffer<T>, crate::DeviceBuffer<f32>)> {
+    let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
+    let (cu_q, cu_k) = case.offsets();
+    let (tq, tk) = case.totals();
+    if attention::VERSIONS.iter().any(|ver| ver.kernel(d).is_some_and(|kk| kk.varlen.is_some())) {
+        let mut o = ctx.alloc::<T>(case.q_len())?;
+        let mut lse = ctx.alloc::<f32>(h * tq)?;
+        let input = attention::VarlenInput {
+            q: q.as_view(),
+            k: k.as_view(),
+            v: v.as_view(),
+            cu_seqlens_q: &cu_q,
+            cu_seqlens_k: &cu_k,
+            heads: h,
+            kv_heads: hk,
+            head_dim: d,
+            causal: case.causal,
+            scale: None,
+        };
+        attention::attention_varlen(ctx, input, o.as_view_mut(), lse.as_view_mut())?;
+        return Ok((o, lse));
+    }
+    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let [q64, k64, v64, _] = varlen_inputs::<T>(case).map(|x| f(&x));
+    let (mut o, mut lse) = (vec![0.0; case.q_len()], vec![0.0; h * tq]);
+    for (b, &(lq, lk)) in case.lens.iter().enumerate() {
+        let (qs, ks) = (cu_q[b] as usize, cu_k[b] as usize);
+        let (sq, sk, sv) =
+            (gather(&q64, h, tq, qs, lq, d), gather(&k64, hk, tk, ks, lk, d), gather(&v64, hk, tk, ks, lk, d));
+        let (o1, l1) = attention::reference(&sq, &sk, &sv, &case.seq_shape(b), case.causal, 1.0 / (d as f64).sqrt());
+        scatter(&mut o, &o1, h, tq, qs, lq, d);
+        scatter(&mut lse, &l1, h, tq, qs, lq, 1);
+    }
+    let o: Vec<T> = o.iter().map(|&x| T::from_f64(x)).collect();
+    let lse: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
+    Ok((ctx.upload(&o)?, ctx.upload(&lse)?))
+}
+
+/// Runs the forward (as [`varlen_forward`]) and then [`attention_varlen_backward_with`] on the
+/// case's inputs; the gradients land in `grads`.
+pub fn run_varlen_case<T: BackwardFloat>(
+    ctx: &Context,
+    case: &VarlenBackwardCase,
+    version: &AttentionBackwardVersion,
+    grads: AttentionGrads<'_, T>,
+) -> Result<()> {
+    let [q, k, v, d_o] = varlen_inputs::<T>(case);
+    let (qb, kb, vb, dob) = (ctx.upload(&q)?, ctx.upload(&k)?, ctx.upload(&v)?, ctx.upload(&d_o)?);
+    let (o, lse) = varlen_forward(ctx, case, (&qb, &kb, &vb))?;
+    let (cu_q, cu_k) = case.offsets();
+    let input = VarlenBackwardInput {
+        q: qb.as_view(),
+        k: kb.as_view(),
+        v: vb.as_view(),
+        o: o.as_view(),
+        d_o: dob.as_view(),
+        lse: lse.as_view(),
+        cu_seqlens_q: &cu_q,
+        cu_seqlens_k: &cu_k,
+        heads: case.heads,
+        kv_heads: case.kv_heads,
+        head_dim: case.head_dim,
+        causal: case.causal,
+        scale: None,
+    };
+    attention_varlen_backward_with(ctx, version, input, grads, BackwardOptions { deterministic: case.deterministic })
+}
+
+fn check_varlen_t<T: BackwardFloat>(
+    ctx: &Context,
+    case: &VarlenBackwardCase,
+    version: &AttentionBackwardVersion,
+) -> Result<Report> {
+    let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
+    let mut dq = Guarded::<T>::poisoned(ctx, case.q_len())?;
+    let mut dk = Guarded::<T>::poisoned(ctx, case.kv_len())?;
+    let mut dv = Guarded::<T>::poisoned(ctx, case.kv_len())?;
+    run_varlen_case(ctx, case, version, AttentionGrads { dq: dq.view_mut(), dk: dk.view_mut(), dv: dv.view_mut() })?;
+    // Each sequence alone through the dense reference and naive backward, packed back.
+    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let [q, k, v, d_o] = varlen_inputs::<T>(case).map(|x| f(&x));
+    let (cu_q, cu_k) = case.offsets();
+    let (tq, tk) = case.totals();
+    let scale = 1.0 / (d as f64).sqrt();
+    let zeros = || (vec![0.0; case.q_len()], vec![0.0; case.kv_len()], vec![0.0; case.kv_len()]);
+    let (mut want, mut low) = (zeros(), zeros());
+    for (b, &(lq, lk)) in case.lens.iter().enumerate() {
+        let (qs, ks) = (cu_q[b] as usize, cu_k[b] as usize);
+        let (sq, sdo) = (gather(&q, h, tq, qs, lq, d), gather(&d_o, h, tq, qs, lq, d));
+        let (sk, sv) = (gather(&k, hk, tk, ks, lk, d), gather(&v, hk, tk, ks, lk, d));
+        let s = case.seq_shape(b);
+        let r = reference_backward(&sq, &sk, &sv, &sdo, &s, case.causal, scale);
+        let l = naive_backward(&sq, &sk, &sv, &sdo, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
+        for (dst, src) in [(&mut want, r), (&mut low, l)] {
+            scatter(&mut dst.0, &src.0, h, tq, qs, lq, d);
+            scatter(&mut dst.1, &src.1, hk, tk, ks, lk, d);
+            scatter(&mut dst.2, &src.2, hk, tk, ks, lk, d);
+        }
+    }
+    fa_rule_grads([&dq, &dk, &dv], &want, &low)
+}
+
+/// Runs a variable-length case with `version` (`None`: the one [`attention_varlen_backward`]
+/// picks): random packed inputs in [-2, 2), the forward's O and lse, poisoned and guarded
+/// gradients, each sequence checked against the dense reference with FlashAttention's rule.
+pub fn check_varlen_backward(
+    ctx: &Context,
+    case: &VarlenBackwardCase,
+    version: Option<&AttentionBackwardVersion>,
+) -> Result<Report> {
+    let version = match version {
+        Some(v) => v,
+        None => default_varlen_version(case.head_dim, true).ok_or_else(|| {
+            Error::invalid(VARLEN_OP, format!("head_dim = {} is not supported ({})", case.head_dim, varlen_dims()))
+        })?,
+    };
+    match case.dtype {
+        DType::BF16 => check_varlen_t::<bf16>(ctx, case, version),
+        DType::F16 => check_varlen_t::<f16>(ctx, case, version),
+        other => Err(Error::invalid(VARLEN_OP, format!("dtype {} is not supported; use bf16 or f16", other.name()))),
     }
 }
 

@@ -5,7 +5,10 @@
 //! paths (f32 atomics, deterministic); every version of the ladder that has the head dim; plus
 //! the deterministic path's bitwise reproducibility, the launcher's version choice, and
 //! deliberately wrong variants (the `D_i` term left out; a mis-laid `dS^T` mma fragment) the
-//! check must reject.
+//! check must reject. The variable-length backward likewise: random packed sequence-length
+//! sets (empty, single-token, q != k), head dims 32-128, GQA/MQA, both dQ paths, each sequence
+//! against the dense reference; its determinism, its launcher choice, and a variant with the
+//! causal mask aligned top-left per sequence that the check must reject.
 
 mod common;
 
@@ -13,7 +16,8 @@ use ferrokern::DType;
 use ferrokern::attention::AttentionShape;
 use ferrokern::attention_backward::{
     AttentionBackwardCase, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS, BUG_BWD_NO_D,
-    BUG_BWD_V02_SWAPPED_DS, check_backward, default_version, run_case, version,
+    BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT, VarlenBackwardCase, check_backward, check_varlen_backward,
+    default_varlen_version, default_version, run_case, run_varlen_case, version,
 };
 use ferrokern::{Context, Float};
 use proptest::prelude::*;
@@ -217,4 +221,172 @@ fn the_launcher_picks_the_highest_version_that_fits() {
         assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
     }
     assert!(default_version(256, true).is_none(), "no backward version has head dim 256");
+}
+
+// Variable-length batches (`attention_varlen_backward`): each sequence against the dense
+// reference, packed; every version with varlen kernels for the head dim.
+
+/// The versions with variable-length kernels for `head_dim`.
+fn varlen_versions_for(head_dim: usize) -> impl Iterator<Item = &'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().filter(move |v| v.varlen_kernel(head_dim).is_some())
+}
+
+fn run_varlen(ctx: &Context, v: &AttentionBackwardVersion, case: &VarlenBackwardCase) {
+    let r = check_varlen_backward(ctx, case, Some(v))
+        .unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(8), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn varlen_backward_matches_reference(
+        dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
+        // Empty and single-token sequences, q != k both ways (causal: fully masked rows).
+        lens in proptest::collection::vec(
+            prop_oneof![(0usize..3, 0usize..3), (0usize..50, 0usize..60)], 1..4),
+        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (4, 2), (3, 1)]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
+        causal in any::<bool>(),
+        deterministic in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        for ctx in common::property_backends("varlen_backward_matches_reference", common::cases(8)) {
+            for v in varlen_versions_for(head_dim) {
+                let case = VarlenBackwardCase {
+                    dtype, heads, kv_heads, head_dim, lens: lens.clone(), causal, deterministic, seed,
+                };
+                let r = check_varlen_backward(&ctx, &case, Some(v))
+                    .unwrap_or_else(|e| panic!("{} {case:?}: {e}", v.name));
+                prop_assert!(r.passed(), "{} {:?}: {}", v.name, case, r);
+            }
+        }
+    }
+}
+
+#[test]
+fn varlen_backward_named_lengths() {
+    // Empty, single, q != k both ways, several tiles, a sequence whose queries outnumber its
+    // keys (causal: fully masked rows) and one with queries but no keys, all packed.
+    let lens = vec![(7, 9), (0, 5), (1, 1), (97, 70), (3, 0), (40, 130), (40, 17)];
+    let mut n = 0;
+    for ctx in common::backends("varlen_backward_named_lengths") {
+        for head_dim in [64, 128] {
+            for v in varlen_versions_for(head_dim) {
+                for causal in [false, true] {
+                    // One dtype and dQ path per (head dim, mask), alternating, so each appears.
+                    let flip = (causal as usize + head_dim / 64).is_multiple_of(2);
+                    let dtype = if flip { DType::BF16 } else { DType::F16 };
+                    let case = VarlenBackwardCase {
+                        dtype,
+                        heads: 4,
+                        kv_heads: 2,
+                        head_dim,
+                        lens: lens.clone(),
+                        causal,
+                        deterministic: !flip,
+                        seed: 31 + head_dim as u64,
+                    };
+                    run_varlen(&ctx, v, &case);
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("attention_varlen_backward: {n} named cases passed");
+}
+
+#[test]
+fn varlen_backward_other_head_dims_and_mqa() {
+    // Head dims 32 and 96 (v01 only; O and lse from the per-sequence reference), MQA.
+    let ctx = Context::emulator();
+    for (head_dim, deterministic) in [(32, true), (96, false)] {
+        for v in varlen_versions_for(head_dim) {
+            for causal in [false, true] {
+                let case = VarlenBackwardCase {
+                    dtype: DType::BF16,
+                    heads: 3,
+                    kv_heads: 1,
+                    head_dim,
+                    lens: vec![(19, 40), (0, 0), (33, 9)],
+                    causal,
+                    deterministic,
+                    seed: 5,
+                };
+                run_varlen(&ctx, v, &case);
+            }
+        }
+    }
+}
+
+/// The gradients' bits from one varlen run of `case`.
+fn varlen_grads_bits(ctx: &Context, v: &AttentionBackwardVersion, case: &VarlenBackwardCase) -> Vec<u32> {
+    let (mut dq, mut dk, mut dv) = (
+        ctx.alloc::<half::bf16>(case.q_len()).unwrap(),
+        ctx.alloc::<half::bf16>(case.kv_len()).unwrap(),
+        ctx.alloc::<half::bf16>(case.kv_len()).unwrap(),
+    );
+    let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
+    run_varlen_case(ctx, case, v, grads).unwrap();
+    [dq, dk, dv].iter().flat_map(|b| b.to_host().unwrap()).map(|x| x.to_bits32()).collect()
+}
+
+#[test]
+fn varlen_deterministic_backward_is_bitwise_reproducible() {
+    // Several key blocks per sequence add into each dQ row (seq_k 150: 5 v01 tiles).
+    for v in varlen_versions_for(64) {
+        let case = VarlenBackwardCase {
+            dtype: DType::BF16,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 64,
+            lens: vec![(37, 150), (0, 3), (20, 70)],
+            causal: false,
+            deterministic: true,
+            seed: 78,
+        };
+        for ctx in common::backends("varlen_deterministic_backward_is_bitwise_reproducible") {
+            let first = varlen_grads_bits(&ctx, v, &case);
+            assert_eq!(first, varlen_grads_bits(&ctx, v, &case), "{}: run 1 differs from run 0", v.name);
+            println!("{} varlen on {}: 2 deterministic runs bitwise equal", v.name, ctx.backend());
+        }
+    }
+}
+
+#[test]
+fn a_top_left_varlen_mask_is_rejected() {
+    // Causal masks aligned top-left per sequence (j <= i) instead of bottom-right: identical
+    // when a sequence has as many queries as keys, wrong whenever they differ.
+    let ctx = Context::emulator();
+    for deterministic in [false, true] {
+        let case = VarlenBackwardCase {
+            dtype: DType::BF16,
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 64,
+            lens: vec![(20, 45), (33, 33), (9, 30)],
+            causal: true,
+            deterministic,
+            seed: 19,
+        };
+        let r = check_varlen_backward(&ctx, &case, Some(&BUG_BWD_VARLEN_TOP_LEFT)).expect("it runs");
+        assert!(!r.passed(), "the top-left varlen mask passed the check: {r}");
+        println!("top-left varlen mask rejected (deterministic = {deterministic}): {r}");
+        run_varlen(&ctx, &BACKWARD_VERSIONS[0], &case);
+        // Equal lengths per sequence: top-left and bottom-right coincide, so the variant passes.
+        let equal = VarlenBackwardCase { lens: vec![(20, 20), (33, 33)], ..case };
+        run_varlen(&ctx, &BUG_BWD_VARLEN_TOP_LEFT, &equal);
+    }
+}
+
+#[test]
+fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
+    for d in [32, 64, 96, 128] {
+        let want = BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(d).is_some()).map(|v| v.name);
+        assert_eq!(default_varlen_version(d, true).map(|v| v.name), want, "head dim {d}");
+        assert_eq!(default_varlen_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned");
+    }
+    assert_eq!(default_varlen_version(64, true).map(|v| v.name), Some("v02_mma"), "v02 has varlen at head dim 64");
+    assert!(default_varlen_version(256, true).is_none(), "no backward version has head dim 256");
 }

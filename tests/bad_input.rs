@@ -706,6 +706,180 @@ fn varlen_case(cu_q: &'static [i32], cu_k: &'static [i32]) -> Outcome {
     outcome(r, [still_fresh("o", &o), still_fresh("lse", &lse)])
 }
 
+/// The ways an attention_varlen_backward call can be wrong besides its offsets.
+#[derive(Clone, Copy)]
+enum VarlenBwdWay {
+    /// Only the offsets given (maybe bad).
+    Offsets,
+    ShortLse,
+    ShortDo,
+    LongDk,
+    /// q holds 12 tokens and half of one more.
+    PartialToken,
+    HeadDim48,
+    HeadsNotMultiple,
+    NanScale,
+    ForeignDq,
+    /// v02_mma chosen explicitly with a d_o view one element past a 16-byte boundary.
+    MisalignedDoV02,
+    /// v02_mma chosen explicitly at head dim 32 (only v01_simt has it).
+    HeadDim32V02,
+}
+
+/// An attention_varlen_backward call (2 heads over 1 kv head, head dim 64, bf16, buffers of
+/// 12 query and 20 key tokens) with the given offsets, broken the way `way` says. The
+/// gradients must stay untouched.
+fn varlen_backward_case(cu_q: &'static [i32], cu_k: &'static [i32], way: VarlenBwdWay) -> Outcome {
+    use VarlenBwdWay as W;
+    use ferrokern::attention_backward::{
+        AttentionGrads, BackwardOptions, VarlenBackwardInput, attention_varlen_backward,
+        attention_varlen_backward_with, version,
+    };
+    let ctx = Context::emulator();
+    let other = Context::emulator();
+    let (mut h, mut hk, mut d, tq, tk) = (2, 1, 64, 12, 20);
+    match way {
+        W::HeadDim48 => d = 48,
+        W::HeadDim32V02 => d = 32,
+        W::HeadsNotMultiple => (h, hk) = (3, 2),
+        _ => {}
+    }
+    let (ql, kl, ll) = (h * tq * d, hk * tk * d, h * tq);
+    let q = ctx.alloc::<bf16>(ql + 64).unwrap();
+    let kv = ctx.alloc::<bf16>(kl + 1).unwrap();
+    let lse = ctx.alloc::<f32>(ll).unwrap();
+    let mut dq = ctx.alloc::<bf16>(ql).unwrap();
+    let mut dk = ctx.alloc::<bf16>(kl + 1).unwrap();
+    let mut dv = ctx.alloc::<bf16>(kl).unwrap();
+    let mut dq_other = other.alloc::<bf16>(ql).unwrap();
+    let (mut q_len, mut lse_len, mut do_len, mut dk_len) = (ql, ll, ql, kl);
+    match way {
+        W::ShortLse => lse_len -= 1,
+        W::ShortDo => do_len -= 1,
+        W::LongDk => dk_len += 1,
+        W::PartialToken => q_len += d / 2,
+        _ => {}
+    }
+    let d_o_start = if matches!(way, W::MisalignedDoV02) { 1 } else { 0 };
+    let input = VarlenBackwardInput {
+        q: q.view(0..q_len).unwrap(),
+        k: kv.view(0..kl).unwrap(),
+        v: kv.view(0..kl).unwrap(),
+        o: q.view(0..ql).unwrap(),
+        d_o: q.view(d_o_start..d_o_start + do_len).unwrap(),
+        lse: lse.view(0..lse_len).unwrap(),
+        cu_seqlens_q: cu_q,
+        cu_seqlens_k: cu_k,
+        heads: h,
+        kv_heads: hk,
+        head_dim: d,
+        causal: true,
+        scale: if matches!(way, W::NanScale) { Some(f32::NAN) } else { None },
+    };
+    let dq_view = if matches!(way, W::ForeignDq) { dq_other.as_view_mut() } else { dq.as_view_mut() };
+    let grads = AttentionGrads { dq: dq_view, dk: dk.view_mut(0..dk_len).unwrap(), dv: dv.as_view_mut() };
+    let r = if matches!(way, W::MisalignedDoV02 | W::HeadDim32V02) {
+        let v02 = version("v02_mma").expect("v02_mma is in the backward ladder");
+        attention_varlen_backward_with(&ctx, v02, input, grads, BackwardOptions::default())
+    } else {
+        attention_varlen_backward(&ctx, input, grads, BackwardOptions { deterministic: true })
+    };
+    outcome(
+        r,
+        [still_fresh("dq", &dq), still_fresh("dk", &dk), still_fresh("dv", &dv), still_fresh("dq_other", &dq_other)],
+    )
+}
+
+/// The attention_varlen_backward cases: every offset-table error, then the lengths, head dims,
+/// heads, scale, contexts and alignment.
+fn varlen_backward_table() -> Vec<Case> {
+    use VarlenBwdWay as W;
+    use Want::*;
+    const OP: &str = "attention_varlen_backward";
+    const Q: &[i32] = &[0, 5, 12];
+    const K: &[i32] = &[0, 4, 20];
+    vec![
+        case(
+            "attention_varlen_backward: non-monotone cu_seqlens_k",
+            Invalid,
+            &[OP, "cu_seqlens_k[2] = 3 < cu_seqlens_k[1] = 4", "non-decreasing"],
+            || varlen_backward_case(Q, &[0, 4, 3], W::Offsets),
+        ),
+        case(
+            "attention_varlen_backward: cu_seqlens_q past the buffer",
+            Invalid,
+            &[OP, "cu_seqlens_q ends at 13", "holds 12 tokens"],
+            || varlen_backward_case(&[0, 5, 13], K, W::Offsets),
+        ),
+        case(
+            "attention_varlen_backward: cu_seqlens_k short of the buffer",
+            Invalid,
+            &[OP, "cu_seqlens_k ends at 19", "holds 20 tokens"],
+            || varlen_backward_case(Q, &[0, 4, 19], W::Offsets),
+        ),
+        case(
+            "attention_varlen_backward: mismatched batch counts",
+            Invalid,
+            &[OP, "cu_seqlens_q has 4 offsets and cu_seqlens_k 3", "batch + 1"],
+            || varlen_backward_case(&[0, 5, 5, 12], K, W::Offsets),
+        ),
+        case(
+            "attention_varlen_backward: offsets not starting at 0",
+            Invalid,
+            &[OP, "cu_seqlens_q[0] = 1", "start at 0"],
+            || varlen_backward_case(&[1, 5, 12], K, W::Offsets),
+        ),
+        case("attention_varlen_backward: empty offsets", Invalid, &[OP, "cu_seqlens_q is empty"], || {
+            varlen_backward_case(&[], &[], W::Offsets)
+        }),
+        case("attention_varlen_backward: lse one element short", Invalid, &[OP, "lse has 23", "needs 24"], || {
+            varlen_backward_case(Q, K, W::ShortLse)
+        }),
+        case("attention_varlen_backward: d_o one element short", Invalid, &[OP, "d_o has 1535", "needs 1536"], || {
+            varlen_backward_case(Q, K, W::ShortDo)
+        }),
+        case("attention_varlen_backward: dk one element long", Invalid, &[OP, "dk has 1281", "needs 1280"], || {
+            varlen_backward_case(Q, K, W::LongDk)
+        }),
+        case(
+            "attention_varlen_backward: q not whole tokens",
+            Invalid,
+            &[OP, "q has 1568 elements", "whole number of tokens of 128"],
+            || varlen_backward_case(Q, K, W::PartialToken),
+        ),
+        case(
+            "attention_varlen_backward: head dim 48",
+            Invalid,
+            &[OP, "head_dim = 48", "v01_simt: 32, 64, 96, 128"],
+            || varlen_backward_case(Q, K, W::HeadDim48),
+        ),
+        case(
+            "attention_varlen_backward: heads not a multiple of kv_heads",
+            Invalid,
+            &[OP, "heads = 3 is not a multiple of kv_heads = 2"],
+            || varlen_backward_case(Q, K, W::HeadsNotMultiple),
+        ),
+        case("attention_varlen_backward: NaN scale", Invalid, &[OP, "scale = NaN", "finite"], || {
+            varlen_backward_case(Q, K, W::NanScale)
+        }),
+        case("attention_varlen_backward: dq from another context", WrongContext, &[OP], || {
+            varlen_backward_case(Q, K, W::ForeignDq)
+        }),
+        case(
+            "attention_varlen_backward: v02_mma with a misaligned d_o",
+            Invalid,
+            &[OP, "d_o starts at", "not 16-byte aligned", "v01_simt"],
+            || varlen_backward_case(Q, K, W::MisalignedDoV02),
+        ),
+        case(
+            "attention_varlen_backward: v02_mma at head dim 32",
+            Invalid,
+            &[OP, "head_dim = 32", "v02_mma has no variable-length backward"],
+            || varlen_backward_case(Q, K, W::HeadDim32V02),
+        ),
+    ]
+}
+
 fn other_table() -> Vec<Case> {
     use Want::*;
     vec![
@@ -1080,7 +1254,8 @@ fn bad_input_matrix() {
         }
     }
 
-    let cases: Vec<Case> = elementwise.into_iter().map(|(_, _, _, c)| c).chain(other_table()).collect();
+    let cases: Vec<Case> =
+        elementwise.into_iter().map(|(_, _, _, c)| c).chain(other_table()).chain(varlen_backward_table()).collect();
     let names: HashSet<_> = cases.iter().map(|c| c.name).collect();
     assert_eq!(names.len(), cases.len(), "case names must be unique");
 

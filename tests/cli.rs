@@ -646,3 +646,25 @@ fn verify_attention_varlen_and_its_refusals() {
         &["head_dim = 32", "v02_mma"],
     );
 }
+
+#[test]
+fn verify_attention_backward_varlen_and_its_refusals() {
+    let args = ["attention_backward", "--varlen", "7:9,0:5,1,40:17", "--heads", "4", "--kv-heads", "2", "--causal"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
+    let r = verify(&with(&["--head-dim", "64", "--dtype", "bf16"]));
+    assert!(r.code == 0 && r.stdout.contains("varlen=7:9,0:5,1:1,40:17"), "{r}");
+    assert!(r.stdout.contains("deterministic=false") && r.last_line().starts_with("PASS"), "{r}");
+    // v01 by name (head dim 32 is v01's alone), the deterministic dQ pass.
+    let r = verify(&with(&["--head-dim", "32", "--dtype", "f16", "--kernel", "v01_simt", "--deterministic"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.stdout.contains("deterministic=true"), "{r}");
+    assert!(r.last_line().starts_with("PASS"), "{r}");
+    let base = ["verify", "attention_backward", "--heads", "2", "--dtype", "bf16", "--backend", "emulator"];
+    let refused = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
+    assert_refused(&refused(&["--varlen", "7:x", "--head-dim", "64"]), &["`7:x` is not a length"]);
+    assert_refused(&refused(&["--varlen", "7", "--head-dim", "64", "--seq-q", "7"]), &["remove --seq-q"]);
+    assert_refused(&refused(&["--varlen", "7", "--head-dim", "48"]), &["head_dim = 48"]);
+    assert_refused(
+        &refused(&["--varlen", "7", "--head-dim", "96", "--kernel", "v02_mma"]),
+        &["head_dim = 96", "v02_mma has no variable-length backward"],
+    );
+}

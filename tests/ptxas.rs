@@ -257,18 +257,20 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
 
 #[test]
 fn attention_backward_kernels_have_no_spills_or_local_memory() {
-    use ferrokern::attention_backward::{BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS};
+    use ferrokern::attention_backward::{
+        BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT,
+    };
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
     for (arch, ptx) in ferrokern::PTX {
         let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
         let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
         let _ = std::fs::remove_file(cubin);
-        for v in BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS]) {
+        let all = BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS, &BUG_BWD_VARLEN_TOP_LEFT]);
+        for v in all {
             for kernel in v.kernels {
                 let d = kernel.head_dims[0];
-                let ks =
-                    kernel.bf16.all().into_iter().map(|k| k.name).chain(kernel.f16.all().into_iter().map(|k| k.name));
-                for k in ks {
+                // Dense and variable-length entry points, both dtypes.
+                for k in kernel.defs() {
                     let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
                     let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
                     let get = |c: &str| m.get(c).copied().unwrap_or(0);

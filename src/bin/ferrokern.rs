@@ -133,7 +133,7 @@ struct VerifyArgs {
     /// attention_backward: the bitwise-reproducible dQ pass instead of f32 atomics.
     #[arg(long)]
     deterministic: bool,
-    /// attention: variable-length batch, one `Q:K` (or `L`, both the same) length per sequence,
+    /// attention, attention_backward: variable-length batch, one `Q:K` (or `L`, both the same) length per sequence,
     /// comma-separated (e.g. `7:9,113,1:40`), packed with cumulative offsets.
     #[arg(long)]
     varlen: Option<String>,
@@ -988,22 +988,10 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
             stray.join(", ")
         ));
     }
-    let spec = a.varlen.as_deref().unwrap_or_default();
-    let mut lens = Vec::new();
-    for item in spec.split(',') {
-        let parsed = match item.split_once(':') {
-            Some((q, k)) => q.trim().parse().ok().zip(k.trim().parse().ok()),
-            None => item.trim().parse().ok().map(|l: usize| (l, l)),
-        };
-        match parsed {
-            Some(l) => lens.push(l),
-            None => {
-                return bad_args(format!(
-                    "--varlen `{spec}`: `{item}` is not a length; give one Q:K (or L for both) per sequence, comma-separated, e.g. 7:9,113,1:40"
-                ));
-            }
-        }
-    }
+    let lens = match parse_varlen(a.varlen.as_deref().unwrap_or_default()) {
+        Ok(l) => l,
+        Err(e) => return bad_args(e),
+    };
     let dtype = match a.dtype.as_str() {
         "bf16" => DType::BF16,
         "f16" => DType::F16,
@@ -1034,10 +1022,102 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
     report_exit(check_varlen(&ctx, &VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed }))
 }
 
+/// `--varlen 7:9,113,1:40`: one `(seq_q, seq_k)` per sequence.
+fn parse_varlen(spec: &str) -> Result<Vec<(usize, usize)>, String> {
+    spec.split(',')
+        .map(|item| {
+            let parsed = match item.split_once(':') {
+                Some((q, k)) => q.trim().parse().ok().zip(k.trim().parse().ok()),
+                None => item.trim().parse().ok().map(|l: usize| (l, l)),
+            };
+            parsed.ok_or_else(|| {
+                format!(
+                    "--varlen `{spec}`: `{item}` is not a length; give one Q:K (or L for both) per sequence, comma-separated, e.g. 7:9,113,1:40"
+                )
+            })
+        })
+        .collect()
+}
+
+/// `verify attention_backward --varlen 7:9,113,1:40`: the variable-length backward after the
+/// forward, each sequence checked against the dense backward reference with FlashAttention's
+/// rule; the shipped version or, with the hidden `--kernel NAME`, any version with varlen kernels.
+fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
+    use ferrokern::attention_backward::{self as bwd, VarlenBackwardCase, check_varlen_backward};
+    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal", "--deterministic", "--kernel"];
+    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
+    if !stray.is_empty() {
+        return bad_args(format!(
+            "`attention_backward --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal] [--deterministic]; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let lens = match parse_varlen(a.varlen.as_deref().unwrap_or_default()) {
+        Ok(l) => l,
+        Err(e) => return bad_args(e),
+    };
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return bad_args(format!("attention_backward takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return bad_args("attention_backward is checked on finite inputs; remove --specials / --huge");
+    }
+    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
+        return bad_args("`attention_backward --varlen` needs --heads H --head-dim D (and --kv-heads, default H)");
+    };
+    let version = match a.kernel.as_deref() {
+        None => bwd::default_varlen_version(head_dim, true),
+        Some(name) => match bwd::version(name) {
+            Some(v) => Some(v),
+            None => {
+                let names: Vec<&str> = bwd::BACKWARD_VERSIONS.iter().map(|v| v.name).collect();
+                return bad_args(format!(
+                    "unknown attention_backward version `{name}`: use one of {}",
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let kv_heads = a.kv_heads.unwrap_or(heads);
+    let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
+    println!(
+        "verify attention_backward varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
+        shown.join(","),
+        a.causal,
+        a.deterministic,
+        dtype.name(),
+        ctx.backend(),
+        version.map_or("none", |v| v.name)
+    );
+    let case = VarlenBackwardCase {
+        dtype,
+        heads,
+        kv_heads,
+        head_dim,
+        lens,
+        causal: a.causal,
+        deterministic: a.deterministic,
+        seed,
+    };
+    report_exit(check_varlen_backward(&ctx, &case, version))
+}
+
 /// `verify attention_backward`: the forward (the version `attention` picks) then the backward,
 /// FlashAttention's backward rule against the f64 reference; the shipped backward or, with the
 /// hidden `--kernel NAME`, any version; `--deterministic` for the reproducible dQ pass.
 fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
+    if a.varlen.is_some() {
+        return run_verify_attention_backward_varlen(a);
+    }
     use ferrokern::attention::AttentionShape;
     use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, check_backward};
     let allowed = [
@@ -1054,7 +1134,7 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`attention_backward` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] [--deterministic]; remove {}",
+            "`attention_backward` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] [--deterministic] (or --varlen LENS --heads --kv-heads --head-dim [--causal] [--deterministic]); remove {}",
             stray.join(", ")
         ));
     }

@@ -38,6 +38,14 @@
 //! fall in different banks), Q and dO tiles (`BQ x MAX_D` f32), P and dS (`BQ x (BK + 1)` f32),
 //! and `lse` (base 2) and `D` per row: 54 KB, so the launch opts in above 48 KB.
 //!
+//! # Variable length (`VARLEN`)
+//! [`dkdv`] and [`dq`] with `VARLEN` read sequence `b`'s lengths and first tokens from
+//! `cu_seqlens_q/k` (layout `[heads, total, d]`, `seq_q` / `seq_k` the totals; the mask is
+//! aligned per sequence); grid x covers the longest sequence and blocks past their own leave
+//! before the first barrier. Separate entry points, so the dense kernels keep their registers.
+//! [`preprocess`] and [`dq_convert`] are row passes over `heads total_q` rows: the launcher runs
+//! the dense ones with `batch = 1`, which is exactly that layout.
+//!
 //! # Determinism
 //! `preprocess`, `dkdv` (dK, dV), `dq` and `dq_convert` are bitwise deterministic run to run;
 //! the atomic dQ is not (the order of the f32 additions from different key blocks varies).
@@ -47,7 +55,9 @@
 //! floats of `D`, then `batch heads seq_q d` of dQ when `atomic_dq`), `d` is a multiple of 32
 //! and at most [`MAX_D`], `heads` is a multiple of `kv_heads`, and the grids above with
 //! [`THREADS`] threads and [`TILING`]'s shared bytes. Every global access is guarded against
-//! `seq_q` / `seq_k`.
+//! `seq_q` / `seq_k` (varlen: the sequence's own lengths). Varlen: both offset arrays have
+//! `batch + 1` non-decreasing entries from 0, the last ones the totals `seq_q` / `seq_k`, grid
+//! z is `batch`, and scratch is laid out over `heads seq_q` rows.
 
 use super::AttentionBwdParams;
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, index_1d, sync_threads, thread_idx_x};
@@ -165,8 +175,8 @@ pub fn preprocess<T: Element>(p: AttentionBwdParams<T>) {
 /// Stages `BK` key rows from `k0` (K and V as f32; rows past `seq_k` are zero).
 #[inline(always)]
 #[track_caller]
-fn stage_kv<T: Element>(p: &AttentionBwdParams<T>, tid: u32, kv_row0: usize, k0: usize) {
-    let (d, seq_k) = (p.d as usize, p.seq_k as usize);
+fn stage_kv<T: Element>(p: &AttentionBwdParams<T>, tid: u32, kv_row0: usize, k0: usize, seq_k: usize) {
+    let d = p.d as usize;
     let mut e = tid as usize;
     while e < BK as usize * d {
         let (r, c) = (e / d, e % d);
@@ -186,8 +196,8 @@ fn stage_kv<T: Element>(p: &AttentionBwdParams<T>, tid: u32, kv_row0: usize, k0:
 /// `lse` (base 2) and `D` (rows past `seq_q` are zero and see nothing).
 #[inline(always)]
 #[track_caller]
-fn stage_q<T: Element>(p: &AttentionBwdParams<T>, tid: u32, q_row0: usize, i0: usize) {
-    let (d, seq_q) = (p.d as usize, p.seq_q as usize);
+fn stage_q<T: Element>(p: &AttentionBwdParams<T>, tid: u32, q_row0: usize, i0: usize, seq_q: usize) {
+    let d = p.d as usize;
     let mut e = tid as usize;
     while e < BQ as usize * d {
         let (r, c) = (e / d, e % d);
@@ -272,34 +282,54 @@ fn limit(causal: bool, i: usize, seq_q: usize, seq_k: usize) -> usize {
     if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k }
 }
 
-/// dK and dV of one key tile (and, with `atomic_dq`, its dQ contributions).
+/// Sequence `b` of a variable-length batch: its first query token, query count, first key
+/// token and key count, from `cu_seqlens_q/k`.
 #[inline(always)]
-pub fn dkdv<T: Element, const BUG_NO_D: bool>(p: AttentionBwdParams<T>) {
+#[track_caller]
+pub(super) fn varlen_seq<T: Copy>(p: &AttentionBwdParams<T>, b: usize) -> (usize, usize, usize, usize) {
+    let (qs, qe) = (p.cu_seqlens_q.load(b) as usize, p.cu_seqlens_q.load(b + 1) as usize);
+    let (ks, ke) = (p.cu_seqlens_k.load(b) as usize, p.cu_seqlens_k.load(b + 1) as usize);
+    (qs, qe - qs, ks, ke - ks)
+}
+
+/// dK and dV of one key tile (and, with `atomic_dq`, its dQ contributions). `VARLEN`: over
+/// sequence `b` of a variable-length batch (module docs). `BUG_TOP_LEFT`: a deliberately wrong
+/// varlen mask aligned top-left (key `j` visible to query `i` when `j <= i`) instead of
+/// bottom-right per sequence, which the tests must reject.
+#[inline(always)]
+pub fn dkdv<T: Element, const BUG_NO_D: bool, const VARLEN: bool, const BUG_TOP_LEFT: bool>(p: AttentionBwdParams<T>) {
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (k0, kvh, b) = (block_idx_x() as usize * BK as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let (seq_q, seq_k, d) = (p.seq_q as usize, p.seq_k as usize, p.d as usize);
     let (heads, kv_heads) = (p.heads as usize, p.kv_heads as usize);
+    // Dense: every (batch, head) has seq_q / seq_k rows; varlen: sequence b's own, at its offsets.
+    let (qs, seq_q, ks, seq_k) = if VARLEN { varlen_seq(&p, b) } else { (0, p.seq_q as usize, 0, p.seq_k as usize) };
+    if VARLEN && k0 >= seq_k {
+        return; // the grid covers the longest sequence; the whole block leaves before a barrier
+    }
+    let d = p.d as usize;
     let group = heads / kv_heads;
     let causal = p.causal != 0;
-    let kv_row0 = (b * kv_heads + kvh) * seq_k;
-    stage_kv(&p, tid, kv_row0, k0);
+    let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * kv_heads + kvh) * seq_k };
+    stage_kv(&p, tid, kv_row0, k0, seq_k);
+    // The mask's query count: the sequence's (bottom-right), or the bug's top-left alignment.
+    let mask_q = if BUG_TOP_LEFT { seq_k } else { seq_q };
     // The first query that sees key k0 (every earlier one sees none of the tile).
-    let i_first = if causal { (k0 + seq_q).saturating_sub(seq_k) } else { 0 };
-    let rows = (p.batch * p.heads) as usize * seq_q;
+    let i_first = if causal { (k0 + mask_q).saturating_sub(seq_k) } else { 0 };
+    let rows = if VARLEN { heads * p.seq_q as usize } else { (p.batch * p.heads) as usize * seq_q };
     let mut dk = [[0.0f32; DPL]; KPT];
     let mut dv = [[0.0f32; DPL]; KPT];
     for h in kvh * group..(kvh + 1) * group {
-        let q_row0 = (b * heads + h) * seq_q;
+        let q_row0 = if VARLEN { h * p.seq_q as usize + qs } else { (b * heads + h) * seq_q };
         let mut i0 = i_first;
         while i0 < seq_q {
             // The previous tile's readers are done (and, the first time, K and V are in).
             sync_threads();
-            stage_q(&p, tid, q_row0, i0);
+            stage_q(&p, tid, q_row0, i0, seq_q);
             sync_threads();
             phase1::<BUG_NO_D>(warp, lane, d, p.scale_log2, |i, j| {
                 let (qi, kj) = (i0 + i as usize, k0 + j as usize);
-                qi < seq_q && kj < limit(causal, qi, seq_q, seq_k)
+                qi < seq_q && kj < limit(causal, qi, mask_q, seq_k)
             });
             sync_threads();
             // Phase 2: dV_j += P_ij dO_i, dK_j += dS_ij q_i over the tile's rows.
@@ -356,29 +386,35 @@ pub fn dkdv<T: Element, const BUG_NO_D: bool>(p: AttentionBwdParams<T>) {
     });
 }
 
-/// Deterministic dQ of one query tile: loops over the key tiles its rows see.
+/// Deterministic dQ of one query tile: loops over the key tiles its rows see. `VARLEN` and
+/// `BUG_TOP_LEFT` as in [`dkdv`].
 #[inline(always)]
-pub fn dq<T: Element, const BUG_NO_D: bool>(p: AttentionBwdParams<T>) {
+pub fn dq<T: Element, const BUG_NO_D: bool, const VARLEN: bool, const BUG_TOP_LEFT: bool>(p: AttentionBwdParams<T>) {
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (i0, h, b) = (block_idx_x() as usize * BQ as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let (seq_q, seq_k, d) = (p.seq_q as usize, p.seq_k as usize, p.d as usize);
+    let (qs, seq_q, ks, seq_k) = if VARLEN { varlen_seq(&p, b) } else { (0, p.seq_q as usize, 0, p.seq_k as usize) };
+    if VARLEN && i0 >= seq_q {
+        return; // the grid covers the longest sequence; the whole block leaves before a barrier
+    }
+    let d = p.d as usize;
     let kvh = h / (p.heads / p.kv_heads) as usize;
     let causal = p.causal != 0;
-    let q_row0 = (b * p.heads as usize + h) * seq_q;
-    let kv_row0 = (b * p.kv_heads as usize + kvh) * seq_k;
-    stage_q(&p, tid, q_row0, i0);
+    let q_row0 = if VARLEN { h * p.seq_q as usize + qs } else { (b * p.heads as usize + h) * seq_q };
+    let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * p.kv_heads as usize + kvh) * seq_k };
+    let mask_q = if BUG_TOP_LEFT { seq_k } else { seq_q };
+    stage_q(&p, tid, q_row0, i0, seq_q);
     // The block's last row sees the most keys (uniform across the block).
-    let keys = limit(causal, (i0 + BQ as usize).min(seq_q) - 1, seq_q, seq_k);
+    let keys = limit(causal, (i0 + BQ as usize).min(seq_q) - 1, mask_q, seq_k);
     let mut acc = [[0.0f32; DPL]; RPT];
     let mut k0 = 0;
     while k0 < keys {
         sync_threads();
-        stage_kv(&p, tid, kv_row0, k0);
+        stage_kv(&p, tid, kv_row0, k0, seq_k);
         sync_threads();
         phase1::<BUG_NO_D>(warp, lane, d, p.scale_log2, |i, j| {
             let (qi, kj) = (i0 + i as usize, k0 + j as usize);
-            qi < seq_q && kj < limit(causal, qi, seq_q, seq_k)
+            qi < seq_q && kj < limit(causal, qi, mask_q, seq_k)
         });
         sync_threads();
         phase3(warp, lane, d, &mut acc);

@@ -55,6 +55,16 @@
 //! dkdv block takes half an SM's register file: two blocks per SM (8 warps), also what 64-74 KB
 //! of shared memory per block leaves room for; dkdv at d = 128 is within one register of the
 //! 255 limit, so a change to it must be re-checked by the ptxas gate (which fails on a spill).
+//!
+//! # Variable length (`VARLEN`)
+//! As in [`super::bwd_v01_simt`]: sequence `b`'s lengths and first tokens come from
+//! `cu_seqlens_q/k` (layout `[heads, total, D]`), grid x covers the longest sequence and blocks
+//! past their own leave before the first barrier; separate entry points, so the dense kernels
+//! keep their registers (unchanged by adding these). The same tiling fits at both head dims:
+//! ptxas 12.9, sm_80 / sm_90: varlen [`dkdv`] 242 / 239 registers at d = 64 and 254 / 254 at
+//! d = 128 (one below the limit, as the dense one on sm_90), [`dq`] 159 / 156 and 209 / 180;
+//! no spills, no stack frame, no local memory (the ptxas gate checks them).
+//!
 //! # Determinism
 //! [`dkdv`]'s dK, dV and [`dq`] are bitwise deterministic run to run; the atomic dQ is not.
 //!
@@ -345,7 +355,8 @@ fn ds_t<const NQ: usize>(p: &[[f32; 4]; NQ], dp: &mut [[f32; 4]; NQ], stats: Sha
 
 /// dK and dV of one key tile (and, with `atomic_dq`, its dQ contributions). `D = 8 ND`,
 /// `BQ = 8 NQ` (the tiling's `bq`). `BUG_SWAP_DS`: a deliberately wrong `dS^T` A fragment in
-/// `dK += dS^T Q` (registers 1 and 2 swapped) that the tests must reject.
+/// `dK += dS^T Q` (registers 1 and 2 swapped) that the tests must reject. `VARLEN`: over
+/// sequence `b` of a variable-length batch.
 #[inline(always)]
 pub fn dkdv<
     T: MmaInput,
@@ -355,6 +366,7 @@ pub fn dkdv<
     const BQ: usize,
     const NQ: usize,
     const BUG_SWAP_DS: bool,
+    const VARLEN: bool,
 >(
     p: AttentionBwdParams<T>,
 ) {
@@ -365,12 +377,16 @@ pub fn dkdv<
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (k0, kvh, b) = (block_idx_x() as usize * BK as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
+    let (qs, seq_q, ks, seq_k) =
+        if VARLEN { super::bwd_v01_simt::varlen_seq(&p, b) } else { (0, p.seq_q as usize, 0, p.seq_k as usize) };
+    if VARLEN && k0 >= seq_k {
+        return; // the grid covers the longest sequence; the whole block leaves before a barrier
+    }
     let (heads, kv_heads) = (p.heads as usize, p.kv_heads as usize);
     let group = heads / kv_heads;
     let causal = p.causal != 0;
-    let kv_row0 = (b * kv_heads + kvh) * seq_k;
-    let dq_base = (p.batch * p.heads) as usize * seq_q;
+    let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * kv_heads + kvh) * seq_k };
+    let dq_base = if VARLEN { heads * p.seq_q as usize } else { (p.batch * p.heads) as usize * seq_q };
     // The first query that sees key k0 (every earlier one sees none of the tile); every head
     // of the group walks the same query tiles, as one sequence of `tiles` for the pipeline.
     let i_first = if causal { (k0 + seq_q).saturating_sub(seq_k) } else { 0 };
@@ -389,7 +405,8 @@ pub fn dkdv<
     let (src_off, dst_off) = (r0 as usize * D + c0 as usize, r0 * ld + c0);
     let tile_at = |j: usize| -> (usize, usize) {
         let h = kvh * group + j / per_head;
-        ((b * heads + h) * seq_q, i_first + (j % per_head) * BQ)
+        let q_row0 = if VARLEN { h * p.seq_q as usize + qs } else { (b * heads + h) * seq_q };
+        (q_row0, i_first + (j % per_head) * BQ)
     };
     let load_q = |j: usize, s: u32| {
         let (q_row0, i0) = tile_at(j);
@@ -531,8 +548,9 @@ pub fn dkdv<
 }
 
 /// Deterministic dQ of one query tile of [`BM`] rows: loops over the key tiles its rows see.
+/// `VARLEN`: over sequence `b` of a variable-length batch.
 #[inline(always)]
-pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize>(p: AttentionBwdParams<T>) {
+pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const VARLEN: bool>(p: AttentionBwdParams<T>) {
     let cfg = const { tiling(D) };
     const { assert!(KD * 16 == D && ND * 8 == D) };
     let ld = cfg.ld();
@@ -540,11 +558,15 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize>(p: Atte
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     let (q0, h, b) = (block_idx_x() as usize * BM as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
+    let (qs, seq_q, ks, seq_k) =
+        if VARLEN { super::bwd_v01_simt::varlen_seq(&p, b) } else { (0, p.seq_q as usize, 0, p.seq_k as usize) };
+    if VARLEN && q0 >= seq_q {
+        return; // the grid covers the longest sequence; the whole block leaves before a barrier
+    }
     let kvh = h / (p.heads / p.kv_heads) as usize;
     let causal = p.causal != 0;
-    let q_row0 = (b * p.heads as usize + h) * seq_q;
-    let kv_row0 = (b * p.kv_heads as usize + kvh) * seq_k;
+    let q_row0 = if VARLEN { h * p.seq_q as usize + qs } else { (b * p.heads as usize + h) * seq_q };
+    let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * p.kv_heads as usize + kvh) * seq_k };
     let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
     // The block's last query sees the most keys (uniform across the block).
     let last_q = (q0 + BM as usize - 1).min(seq_q - 1);

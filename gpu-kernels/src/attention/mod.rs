@@ -22,6 +22,11 @@
 //! |---|---|
 //! | [`bwd_v01_simt`] | FlashAttention-2's backward on the CUDA cores: `D = rowsum(dO * O)` first, then a block per key tile recomputing P and keeping dK, dV in registers over all queries (and the query heads of its kv head); dQ by f32 atomics or, deterministic, a second pass over query tiles; head dims 32, 64, 96, 128 |
 //! | [`bwd_v02_mma`] | the same on `mma.sync` m16n8k16: per key tile 4 warps x 16 keys compute `S^T = K Q^T` and `dP^T = V dO^T`, re-pack `P^T` and `dS^T` in registers as the A fragments of `dV += P^T dO` and `dK += dS^T Q` (Q, dO by cp.async double-buffered, ldmatrix `.trans`), atomic dQ `= dS K` through `dS^T` in shared memory; the deterministic dQ pass is the forward's shape on mma; head dims 64 (64-query tiles) and 128 (32-query tiles, the register budget); 16-byte aligned views |
+//!
+//! The backward over a variable-length batch ([`BackwardKernel::varlen`], the forward's
+//! `cu_seqlens_q/k` layout) has its own `dkdv` and `dq` entry points (`VARLEN`), so the dense
+//! kernels keep their registers; its row passes (`preprocess`, `dq_convert`) are the dense
+//! ones launched with `batch = 1` over the `[heads, total_q]` rows.
 
 /// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
 /// constants and stay in registers.
@@ -114,6 +119,11 @@ pub struct AttentionBwdParams<T> {
     pub dk: crate::device::GlobalMut<T>,
     pub dv: crate::device::GlobalMut<T>,
     pub scratch: crate::device::GlobalMut<f32>,
+    /// Variable-length batch (the `varlen` kernels; empty: dense), as in [`AttentionParams`]:
+    /// `batch + 1` cumulative offsets each, `seq_q` / `seq_k` the totals, layout `[heads,
+    /// total, d]`, `lse` and scratch over `heads total_q` rows.
+    pub cu_seqlens_q: crate::device::Global<i32>,
+    pub cu_seqlens_k: crate::device::Global<i32>,
 }
 
 type F16 = half::f16;
@@ -149,27 +159,45 @@ crate::kernels! {
     ATTENTION_BWD_DQ_CONVERT_BF16 = attention_bwd_dq_convert_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq_convert::<Bf16>;
     ATTENTION_BWD_DQ_CONVERT_F16 = attention_bwd_dq_convert_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq_convert::<F16>;
     /// Backward v01: dK and dV per key tile (and atomic dQ), and the deterministic dQ pass.
-    ATTENTION_BWD_V01_DKDV_BF16 = attention_bwd_v01_dkdv_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, false>;
-    ATTENTION_BWD_V01_DKDV_F16 = attention_bwd_v01_dkdv_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dkdv::<F16, false>;
-    ATTENTION_BWD_V01_DQ_BF16 = attention_bwd_v01_dq_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, false>;
-    ATTENTION_BWD_V01_DQ_F16 = attention_bwd_v01_dq_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq::<F16, false>;
+    ATTENTION_BWD_V01_DKDV_BF16 = attention_bwd_v01_dkdv_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, false, false, false>;
+    ATTENTION_BWD_V01_DKDV_F16 = attention_bwd_v01_dkdv_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dkdv::<F16, false, false, false>;
+    ATTENTION_BWD_V01_DQ_BF16 = attention_bwd_v01_dq_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, false, false, false>;
+    ATTENTION_BWD_V01_DQ_F16 = attention_bwd_v01_dq_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq::<F16, false, false, false>;
+    /// Backward v01 over a variable-length batch (`cu_seqlens_q/k`).
+    ATTENTION_BWD_V01_VARLEN_DKDV_BF16 = attention_bwd_v01_varlen_dkdv_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, false, true, false>;
+    ATTENTION_BWD_V01_VARLEN_DKDV_F16 = attention_bwd_v01_varlen_dkdv_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dkdv::<F16, false, true, false>;
+    ATTENTION_BWD_V01_VARLEN_DQ_BF16 = attention_bwd_v01_varlen_dq_bf16(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, false, true, false>;
+    ATTENTION_BWD_V01_VARLEN_DQ_F16 = attention_bwd_v01_varlen_dq_f16(AttentionBwdParams<F16>) => bwd_v01_simt::dq::<F16, false, true, false>;
     /// Deliberately wrong (tests only): backward v01 with `dS = P dP` (the `D_i` term left out).
-    ATTENTION_BUG_BWD_NO_D_DKDV = attention_bug_bwd_no_d_dkdv(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, true>;
-    ATTENTION_BUG_BWD_NO_D_DQ = attention_bug_bwd_no_d_dq(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, true>;
+    ATTENTION_BUG_BWD_NO_D_DKDV = attention_bug_bwd_no_d_dkdv(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, true, false, false>;
+    ATTENTION_BUG_BWD_NO_D_DQ = attention_bug_bwd_no_d_dq(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, true, false, false>;
+    /// Deliberately wrong (tests only): backward v01 varlen with the causal mask aligned
+    /// top-left in each sequence (`j <= i`) instead of bottom-right.
+    ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DKDV = attention_bug_bwd_varlen_top_left_dkdv(AttentionBwdParams<Bf16>) => bwd_v01_simt::dkdv::<Bf16, false, true, true>;
+    ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DQ = attention_bug_bwd_varlen_top_left_dq(AttentionBwdParams<Bf16>) => bwd_v01_simt::dq::<Bf16, false, true, true>;
     /// Backward v02 (tensor cores), head dim 64: dK and dV per key tile (and atomic dQ), and
     /// the deterministic dQ pass.
-    ATTENTION_BWD_V02_DKDV_D64_BF16 = attention_bwd_v02_mma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false>;
-    ATTENTION_BWD_V02_DKDV_D64_F16 = attention_bwd_v02_mma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false>;
-    ATTENTION_BWD_V02_DQ_D64_BF16 = attention_bwd_v02_mma_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8>;
-    ATTENTION_BWD_V02_DQ_D64_F16 = attention_bwd_v02_mma_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8>;
+    ATTENTION_BWD_V02_DKDV_D64_BF16 = attention_bwd_v02_mma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false, false>;
+    ATTENTION_BWD_V02_DKDV_D64_F16 = attention_bwd_v02_mma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false, false>;
+    ATTENTION_BWD_V02_DQ_D64_BF16 = attention_bwd_v02_mma_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, false>;
+    ATTENTION_BWD_V02_DQ_D64_F16 = attention_bwd_v02_mma_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, false>;
     /// Backward v02, head dim 128 (32-query tiles in dK/dV: the register budget).
-    ATTENTION_BWD_V02_DKDV_D128_BF16 = attention_bwd_v02_mma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false>;
-    ATTENTION_BWD_V02_DKDV_D128_F16 = attention_bwd_v02_mma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false>;
-    ATTENTION_BWD_V02_DQ_D128_BF16 = attention_bwd_v02_mma_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16>;
-    ATTENTION_BWD_V02_DQ_D128_F16 = attention_bwd_v02_mma_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16>;
+    ATTENTION_BWD_V02_DKDV_D128_BF16 = attention_bwd_v02_mma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false, false>;
+    ATTENTION_BWD_V02_DKDV_D128_F16 = attention_bwd_v02_mma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false, false>;
+    ATTENTION_BWD_V02_DQ_D128_BF16 = attention_bwd_v02_mma_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, false>;
+    ATTENTION_BWD_V02_DQ_D128_F16 = attention_bwd_v02_mma_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, false>;
+    /// Backward v02 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_BWD_V02_VARLEN_DKDV_D64_BF16 = attention_bwd_v02_mma_varlen_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DKDV_D64_F16 = attention_bwd_v02_mma_varlen_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16 = attention_bwd_v02_mma_varlen_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D64_F16 = attention_bwd_v02_mma_varlen_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DKDV_D128_BF16 = attention_bwd_v02_mma_varlen_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DKDV_D128_F16 = attention_bwd_v02_mma_varlen_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16 = attention_bwd_v02_mma_varlen_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D128_F16 = attention_bwd_v02_mma_varlen_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, true>;
     /// Deliberately wrong (tests only): backward v02 head dim 64 with the `dS^T` A fragment of
     /// `dK += dS^T Q` mis-laid (registers 1 and 2 swapped: keys g + 8 and queries 2t + 8 exchanged).
-    ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true>;
+    ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true, false>;
 }
 
 /// One kernel of a version: the head dims it computes and how the launcher runs it.
@@ -393,6 +421,27 @@ pub struct BackwardKernel {
     pub dq_shared_bytes: u32,
     /// Q, K, V, dO, dQ, dK and dV must start 16-byte aligned (cp.async copies, 16-byte stores).
     pub align16: bool,
+    /// The same kernels over a variable-length batch (read `cu_seqlens_q/k`), if built.
+    pub varlen: Option<BackwardVarlen>,
+}
+
+/// A backward version's variable-length kernels (same tiling, threads and shared bytes); the
+/// row passes `preprocess` and `dq_convert` are the dense ones, launched with `batch = 1`.
+#[cfg(not(target_arch = "nvptx64"))]
+pub struct BackwardVarlen {
+    pub bf16: BackwardKernels<Bf16>,
+    pub f16: BackwardKernels<F16>,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl BackwardKernel {
+    /// Every kernel entry point (both dtypes, dense and varlen).
+    pub fn defs(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let names = |b: &BackwardKernels<Bf16>, f: &BackwardKernels<F16>| {
+            b.all().into_iter().map(|d| d.name).chain(f.all().into_iter().map(|d| d.name))
+        };
+        names(&self.bf16, &self.f16).chain(self.varlen.iter().flat_map(move |v| names(&v.bf16, &v.f16)))
+    }
 }
 
 /// One rung of the backward ladder.
@@ -413,11 +462,13 @@ impl AttentionBackwardVersion {
     pub fn head_dims(&self) -> impl Iterator<Item = u32> + '_ {
         self.kernels.iter().flat_map(|k| k.head_dims.iter().copied())
     }
-    /// Every kernel entry point of the version (both dtypes, every head dim).
+    /// Every kernel entry point of the version (both dtypes, every head dim, dense and varlen).
     pub fn kernel_defs(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.kernels
-            .iter()
-            .flat_map(|k| k.bf16.all().into_iter().map(|d| d.name).chain(k.f16.all().into_iter().map(|d| d.name)))
+        self.kernels.iter().flat_map(|k| k.defs())
+    }
+    /// The kernels for `head_dim` if this version has a variable-length variant of them.
+    pub fn varlen_kernel(&self, head_dim: usize) -> Option<(&'static BackwardKernel, &'static BackwardVarlen)> {
+        self.kernel(head_dim).and_then(|k| k.varlen.as_ref().map(|v| (k, v)))
     }
 }
 
@@ -429,7 +480,11 @@ impl core::fmt::Debug for AttentionBackwardVersion {
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
-const fn bwd_v01(bf16: BackwardKernels<Bf16>, f16: BackwardKernels<F16>) -> BackwardKernel {
+const fn bwd_v01(
+    bf16: BackwardKernels<Bf16>,
+    f16: BackwardKernels<F16>,
+    varlen: Option<BackwardVarlen>,
+) -> BackwardKernel {
     BackwardKernel {
         head_dims: &[32, 64, 96, 128],
         bf16,
@@ -441,6 +496,7 @@ const fn bwd_v01(bf16: BackwardKernels<Bf16>, f16: BackwardKernels<F16>) -> Back
         dkdv_shared_bytes: bwd_v01_simt::SHARED_BYTES,
         dq_shared_bytes: bwd_v01_simt::SHARED_BYTES,
         align16: false,
+        varlen,
     }
 }
 
@@ -452,6 +508,28 @@ const F16_BWD_V01: BackwardKernels<F16> = BackwardKernels {
     dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
 };
 
+/// v01's varlen kernels, with `dkdv` and `dq` given (the correct ones or a deliberate bug's).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn v01_varlen(
+    bf16: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
+    f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+) -> Option<BackwardVarlen> {
+    Some(BackwardVarlen {
+        bf16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_BF16,
+            dkdv: bf16[0],
+            dq: bf16[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+        },
+        f16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_F16,
+            dkdv: f16[0],
+            dq: f16[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
+        },
+    })
+}
+
 const _: () = assert!(bwd_v02_mma::THREADS == bwd_v01_simt::THREADS, "v01's row passes run with v02's block");
 
 /// v02's kernels of one head dim: its own `dkdv` and `dq`, v01's `preprocess` and
@@ -461,6 +539,7 @@ const fn bwd_v02(
     t: bwd_v02_mma::BwdMmaTiling,
     dkdv: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
     dkdv_f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+    varlen: Option<BackwardVarlen>,
 ) -> BackwardKernel {
     BackwardKernel {
         head_dims: match t.d {
@@ -486,6 +565,7 @@ const fn bwd_v02(
         dkdv_shared_bytes: t.dkdv_shared_bytes(),
         dq_shared_bytes: t.dq_shared_bytes(),
         align16: true,
+        varlen,
     }
 }
 
@@ -503,6 +583,10 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
             },
             F16_BWD_V01,
+            v01_varlen(
+                [&ATTENTION_BWD_V01_VARLEN_DKDV_BF16, &ATTENTION_BWD_V01_VARLEN_DQ_BF16],
+                [&ATTENTION_BWD_V01_VARLEN_DKDV_F16, &ATTENTION_BWD_V01_VARLEN_DQ_F16],
+            ),
         )],
     },
     AttentionBackwardVersion {
@@ -513,11 +597,20 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 bwd_v02_mma::TILING_D64,
                 [&ATTENTION_BWD_V02_DKDV_D64_BF16, &ATTENTION_BWD_V02_DQ_D64_BF16],
                 [&ATTENTION_BWD_V02_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+                // The row passes are v01's, as in the dense set.
+                v01_varlen(
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D64_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16],
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D64_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_F16],
+                ),
             ),
             bwd_v02(
                 bwd_v02_mma::TILING_D128,
                 [&ATTENTION_BWD_V02_DKDV_D128_BF16, &ATTENTION_BWD_V02_DQ_D128_BF16],
                 [&ATTENTION_BWD_V02_DKDV_D128_F16, &ATTENTION_BWD_V02_DQ_D128_F16],
+                v01_varlen(
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16],
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_F16],
+                ),
             ),
         ],
     },
@@ -537,6 +630,29 @@ pub const BUG_BWD_NO_D: AttentionBackwardVersion = AttentionBackwardVersion {
             dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
         },
         F16_BWD_V01,
+        None,
+    )],
+};
+
+/// Deliberately wrong (tests only, not in [`BACKWARD_VERSIONS`]): backward v01 whose varlen
+/// kernels align the causal mask top-left in each sequence, bf16 only (its dense kernels and
+/// its f16 varlen slots are the correct ones, never used by the tests).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_BWD_VARLEN_TOP_LEFT: AttentionBackwardVersion = AttentionBackwardVersion {
+    name: "bug_bwd_varlen_top_left",
+    tensor_cores: false,
+    kernels: &[bwd_v01(
+        BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_BF16,
+            dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
+            dq: &ATTENTION_BWD_V01_DQ_BF16,
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+        },
+        F16_BWD_V01,
+        v01_varlen(
+            [&ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DKDV, &ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DQ],
+            [&ATTENTION_BWD_V01_VARLEN_DKDV_F16, &ATTENTION_BWD_V01_VARLEN_DQ_F16],
+        ),
     )],
 };
 
@@ -551,21 +667,20 @@ pub const BUG_BWD_V02_SWAPPED_DS: AttentionBackwardVersion = AttentionBackwardVe
         bwd_v02_mma::TILING_D64,
         [&ATTENTION_BUG_BWD_V02_SWAPPED_DS, &ATTENTION_BWD_V02_DQ_D64_BF16],
         [&ATTENTION_BWD_V02_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+        None,
     )],
 };
 
 /// Every backward version the tests know, the deliberately wrong ones last.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn backward_versions_and_bugs() -> impl Iterator<Item = &'static AttentionBackwardVersion> {
-    BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS])
+    BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS, &BUG_BWD_VARLEN_TOP_LEFT])
 }
 
 /// Threads per block of `name` if it is an attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    let bwd = backward_versions_and_bugs()
-        .flat_map(|v| v.kernels.iter())
-        .find(|k| k.bf16.all().iter().any(|d| d.name == name) || k.f16.all().iter().any(|d| d.name == name));
+    let bwd = backward_versions_and_bugs().flat_map(|v| v.kernels.iter()).find(|k| k.defs().any(|d| d == name));
     if let Some(k) = bwd {
         return Some(k.threads);
     }
