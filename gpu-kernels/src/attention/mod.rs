@@ -542,10 +542,7 @@ const fn bwd_v02(
     varlen: Option<BackwardVarlen>,
 ) -> BackwardKernel {
     BackwardKernel {
-        head_dims: match t.d {
-            64 => &[64],
-            _ => &[128],
-        },
+        head_dims: one_head_dim(t.d),
         bf16: BackwardKernels {
             preprocess: &ATTENTION_BWD_PRE_BF16,
             dkdv: dkdv[0],
