@@ -59,6 +59,20 @@ pub fn default_version(ctx: &Context, head_dim: usize, aligned16: bool) -> Optio
         .find(|v| v.kernel(head_dim).is_some_and(|k| (aligned16 || !k.align16) && arch_ok(ctx, k).is_ok()))
 }
 
+/// Refuses a view of a version that copies 16-byte rows (`addrs`: each view's name and start)
+/// unless it starts 16-byte aligned.
+pub(crate) fn check_align16(op: &'static str, version: &str, addrs: &[(&str, usize)]) -> Result<()> {
+    match addrs.iter().find(|(_, addr)| !addr.is_multiple_of(16)) {
+        None => Ok(()),
+        Some((name, addr)) => Err(Error::invalid(
+            op,
+            format!(
+                "{name} starts at {addr:#x}, not 16-byte aligned: {version} copies 16-byte rows; pass aligned views or run v01_simt"
+            ),
+        )),
+    }
+}
+
 /// Why `ctx` cannot run `v` at `head_dim` (it has no kernel for it, or the kernel needs PTX
 /// this device did not load), or `None` when it can.
 pub fn unavailable(ctx: &Context, v: &AttentionVersion, head_dim: usize) -> Option<String> {
@@ -213,17 +227,7 @@ pub fn attention_with<T: AttentionFloat>(
         }
     }
     if kernel.align16 {
-        for (name, addr) in [("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())] {
-            if !addr.is_multiple_of(16) {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies 16-byte rows; pass aligned views or run v01_simt",
-                        version.name
-                    ),
-                ));
-            }
-        }
+        check_align16(OP, version.name, &[("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())])?;
     }
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
     if !scale.is_finite() {
@@ -394,14 +398,7 @@ pub fn attention_varlen<T: AttentionFloat>(
             return Err(Error::invalid(OP, format!("{name} has {got} elements but needs {want}")));
         }
     }
-    for (name, addr) in [("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())] {
-        if !addr.is_multiple_of(16) {
-            return Err(Error::invalid(
-                OP,
-                format!("{name} starts at {addr:#x}, not 16-byte aligned: {} copies 16-byte rows", version.name),
-            ));
-        }
-    }
+    check_align16(OP, version.name, &[("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())])?;
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));

@@ -182,7 +182,7 @@ pub fn attention_backward_with<T: BackwardFloat>(
         }
     }
     if kernel.align16 {
-        for (name, addr) in [
+        let views = [
             ("q", q.addr()),
             ("k", k.addr()),
             ("v", v.addr()),
@@ -190,17 +190,8 @@ pub fn attention_backward_with<T: BackwardFloat>(
             ("dq", dq.addr()),
             ("dk", dk.addr()),
             ("dv", dv.addr()),
-        ] {
-            if !addr.is_multiple_of(16) {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies and stores 16-byte rows; pass aligned views or run v01_simt",
-                        version.name
-                    ),
-                ));
-            }
-        }
+        ];
+        attention::check_align16(OP, version.name, &views)?;
     }
     let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
     if !scale.is_finite() {
@@ -376,7 +367,7 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
         }
     }
     if kernel.align16 {
-        for (name, addr) in [
+        let views = [
             ("q", q.addr()),
             ("k", k.addr()),
             ("v", v.addr()),
@@ -384,17 +375,8 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
             ("dq", dq.addr()),
             ("dk", dk.addr()),
             ("dv", dv.addr()),
-        ] {
-            if !addr.is_multiple_of(16) {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "{name} starts at {addr:#x}, not 16-byte aligned: {} copies and stores 16-byte rows; pass aligned views or run v01_simt",
-                        version.name
-                    ),
-                ));
-            }
-        }
+        ];
+        attention::check_align16(OP, version.name, &views)?;
     }
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     if !scale.is_finite() {
