@@ -337,6 +337,59 @@ pub(crate) fn check_offsets(op: &'static str, name: &str, cu: &[i32], total: usi
     Ok(longest)
 }
 
+/// A packed variable-length batch's shape: the dense shape over the totals (batch as grid z,
+/// `seq_q` / `seq_k` the token totals) and the longest query and key sequences.
+pub(crate) struct VarlenShape {
+    pub shape: AttentionShape,
+    pub max_q: usize,
+    pub max_k: usize,
+}
+
+/// Checks a packed batch (`[heads, total, head_dim]` Q of `q_len` and K of `k_len` elements,
+/// `batch + 1` offsets each) and returns its shape; every error before any launch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn varlen_shape(
+    op: &'static str,
+    cu_seqlens_q: &[i32],
+    cu_seqlens_k: &[i32],
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    q_len: usize,
+    k_len: usize,
+) -> Result<VarlenShape> {
+    if cu_seqlens_q.len() != cu_seqlens_k.len() {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "cu_seqlens_q has {} offsets and cu_seqlens_k {}: both need batch + 1 (one batch count)",
+                cu_seqlens_q.len(),
+                cu_seqlens_k.len()
+            ),
+        ));
+    }
+    let batch = cu_seqlens_q.len().saturating_sub(1);
+    let (q_row, k_row) = (heads * head_dim, kv_heads * head_dim);
+    if q_row == 0 || k_row == 0 {
+        return Err(Error::invalid(op, "heads, kv_heads and head_dim must be positive"));
+    }
+    for (name, got, row) in [("q", q_len, q_row), ("k", k_len, k_row)] {
+        if !got.is_multiple_of(row) {
+            return Err(Error::invalid(
+                op,
+                format!("{name} has {got} elements, not a whole number of tokens of {row} ([heads, total, head_dim])"),
+            ));
+        }
+    }
+    let (total_q, total_k) = (q_len / q_row, k_len / k_row);
+    let max_q = check_offsets(op, "cu_seqlens_q", cu_seqlens_q, total_q)?;
+    let max_k = check_offsets(op, "cu_seqlens_k", cu_seqlens_k, total_k)?;
+    // The dense shape checks (GQA, grid, sizes) on the totals, with the batch as grid z.
+    let shape = AttentionShape { batch, heads, kv_heads, seq_q: total_q, seq_k: total_k, head_dim };
+    check_shape_for(op, &shape)?;
+    Ok(VarlenShape { shape, max_q, max_k })
+}
+
 /// Attention over a variable-length batch ([`VarlenInput`]): `o: [heads, total_q, head_dim]`,
 /// `lse: [heads, total_q]`, with the highest version that reads offsets (`v02_mma`: head dims
 /// 64 and 128, 16-byte aligned views).
@@ -361,38 +414,12 @@ pub fn attention_varlen<T: AttentionFloat>(
             format!("head_dim = {head_dim}: variable-length batches run v02_mma, which supports 64, 128"),
         ));
     };
-    if cu_seqlens_q.len() != cu_seqlens_k.len() {
-        return Err(Error::invalid(
-            OP,
-            format!(
-                "cu_seqlens_q has {} offsets and cu_seqlens_k {}: both need batch + 1 (one batch count)",
-                cu_seqlens_q.len(),
-                cu_seqlens_k.len()
-            ),
-        ));
-    }
-    let batch = cu_seqlens_q.len().saturating_sub(1);
-    let (q_row, k_row) = (heads * head_dim, kv_heads * head_dim);
-    if q_row == 0 || k_row == 0 {
-        return Err(Error::invalid(OP, "heads, kv_heads and head_dim must be positive"));
-    }
-    for (name, got, row) in [("q", q.len(), q_row), ("k", k.len(), k_row), ("v", v.len(), k_row)] {
-        if !got.is_multiple_of(row) {
-            return Err(Error::invalid(
-                OP,
-                format!("{name} has {got} elements, not a whole number of tokens of {row} ([heads, total, head_dim])"),
-            ));
-        }
-    }
-    let (total_q, total_k) = (q.len() / q_row, k.len() / k_row);
     if v.len() != k.len() {
         return Err(Error::invalid(OP, format!("v has {} elements but k has {}", v.len(), k.len())));
     }
-    let max_q = check_offsets(OP, "cu_seqlens_q", cu_seqlens_q, total_q)?;
-    check_offsets(OP, "cu_seqlens_k", cu_seqlens_k, total_k)?;
-    // The dense shape checks (GQA, grid, sizes) on the totals, with the batch as grid z.
-    let s = AttentionShape { batch, heads, kv_heads, seq_q: total_q, seq_k: total_k, head_dim };
-    check_shape_for(OP, &s)?;
+    let packed = varlen_shape(OP, cu_seqlens_q, cu_seqlens_k, heads, kv_heads, head_dim, q.len(), k.len())?;
+    let (s, max_q) = (packed.shape, packed.max_q);
+    let (batch, total_q, total_k) = (s.batch, s.seq_q, s.seq_k);
     for (name, got, want) in [("o", o.len(), q.len()), ("lse", lse.len(), heads * total_q)] {
         if got != want {
             return Err(Error::invalid(OP, format!("{name} has {got} elements but needs {want}")));

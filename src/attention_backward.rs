@@ -319,35 +319,9 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
             ),
         ));
     };
-    if cu_seqlens_q.len() != cu_seqlens_k.len() {
-        return Err(Error::invalid(
-            OP,
-            format!(
-                "cu_seqlens_q has {} offsets and cu_seqlens_k {}: both need batch + 1 (one batch count)",
-                cu_seqlens_q.len(),
-                cu_seqlens_k.len()
-            ),
-        ));
-    }
-    let batch = cu_seqlens_q.len().saturating_sub(1);
-    let (q_row, k_row) = (heads * head_dim, kv_heads * head_dim);
-    if q_row == 0 || k_row == 0 {
-        return Err(Error::invalid(OP, "heads, kv_heads and head_dim must be positive"));
-    }
-    for (name, got, row) in [("q", q.len(), q_row), ("k", k.len(), k_row)] {
-        if !got.is_multiple_of(row) {
-            return Err(Error::invalid(
-                OP,
-                format!("{name} has {got} elements, not a whole number of tokens of {row} ([heads, total, head_dim])"),
-            ));
-        }
-    }
-    let (total_q, total_k) = (q.len() / q_row, k.len() / k_row);
-    let max_q = attention::check_offsets(OP, "cu_seqlens_q", cu_seqlens_q, total_q)?;
-    let max_k = attention::check_offsets(OP, "cu_seqlens_k", cu_seqlens_k, total_k)?;
-    // The dense shape checks (GQA, grid, sizes) on the totals, with the batch as grid z.
-    let s = AttentionShape { batch, heads, kv_heads, seq_q: total_q, seq_k: total_k, head_dim };
-    attention::check_shape_for(OP, &s)?;
+    let packed = attention::varlen_shape(OP, cu_seqlens_q, cu_seqlens_k, heads, kv_heads, head_dim, q.len(), k.len())?;
+    let (s, max_q, max_k) = (packed.shape, packed.max_q, packed.max_k);
+    let (batch, total_q, total_k) = (s.batch, s.seq_q, s.seq_k);
     for (name, got, want) in [
         ("v", v.len(), k.len()),
         ("o", o.len(), q.len()),
