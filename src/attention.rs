@@ -4,10 +4,11 @@
 //! reference with FlashAttention's rule (see [`check`]).
 //!
 //! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
-//! the shape (`v02_mma` for head dims 64 and 128 with 16-byte aligned views, `v01_simt`
-//! otherwise); [`attention_with`] runs a named one. [`attention_varlen`] runs a packed
-//! variable-length batch (`cu_seqlens_q/k`) on v02; the backward is in
-//! [`crate::attention_backward`]. Bitwise deterministic run to run: every
+//! the shape and the device (head dims 64 and 128 with 16-byte aligned views: `v03_wgmma`
+//! where the sm_90a PTX is loaded, else `v02_mma`; `v01_simt` otherwise); [`attention_with`]
+//! runs a named one. [`attention_varlen`] runs a packed variable-length batch
+//! (`cu_seqlens_q/k`) the same way ([`attention_varlen_with`] with a named version); the
+//! backward is in [`crate::attention_backward`]. Bitwise deterministic run to run: every
 //! output is one thread's fixed sequence of operations.
 
 use crate::check::{self, Guarded, Report};
@@ -15,7 +16,8 @@ use crate::{BufMut, BufRef, Context, DType, Dim3, Error, Float, LaunchConfig, Re
 use gpu_kernels::KernelDef;
 use gpu_kernels::attention::AttentionParams;
 pub use gpu_kernels::attention::{
-    AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P, VERSIONS, VarlenKernels,
+    AttentionKernel, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P, BUG_V03_TAIL_NOT_ZEROED, VERSIONS,
+    VarlenKernels,
 };
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
@@ -53,10 +55,18 @@ pub fn version(name: &str) -> Option<&'static AttentionVersion> {
 /// run (v03 needs the sm_90a PTX; the emulator runs every version), or `None` when none does.
 /// The order is the ladder's, not yet a measured one (no GPU run so far).
 pub fn default_version(ctx: &Context, head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
-    VERSIONS
-        .iter()
-        .rev()
-        .find(|v| v.kernel(head_dim).is_some_and(|k| (aligned16 || !k.align16) && arch_ok(ctx, k).is_ok()))
+    highest(ctx, |k| k.head_dims.contains(&(head_dim as u32)) && (aligned16 || !k.align16))
+}
+
+/// As [`default_version`], for [`attention_varlen`]: the highest rung with variable-length
+/// kernels for `head_dim` that the views' alignment and the device allow.
+pub fn default_varlen_version(ctx: &Context, head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
+    highest(ctx, |k| k.head_dims.contains(&(head_dim as u32)) && (aligned16 || !k.align16) && k.varlen.is_some())
+}
+
+/// The highest version with a kernel that `fits` and that `ctx` can run.
+fn highest(ctx: &Context, fits: impl Fn(&AttentionKernel) -> bool) -> Option<&'static AttentionVersion> {
+    VERSIONS.iter().rev().find(|v| v.kernels.iter().any(|k| fits(k) && arch_ok(ctx, k).is_ok()))
 }
 
 /// Refuses a view of a version that copies 16-byte rows (`addrs`: each view's name and start)
@@ -239,23 +249,14 @@ pub fn attention_with<T: AttentionFloat>(
     if s.batch == 0 || s.heads == 0 || s.seq_q == 0 {
         return Ok(());
     }
-    // TMA kernels: rank-3 maps (head dims, sequence, batch x heads) of Q, K and V, so a box
-    // never reads into the next head's rows. seq_k = 0 loads no key tile (and K and V may be
-    // empty views): Q's map is still encoded, K's and V's describe Q's tensor.
-    let mut maps = Vec::new();
-    if let Some(tma) = kernel.tma {
-        let d = s.head_dim;
-        let q_desc = crate::tma::desc_3d(OP, q, [d, s.seq_q, s.batch * s.heads], d, s.seq_q * d, tma.q_box, 128)?;
-        maps.extend_from_slice(&crate::tma::encode(ctx, &q_desc)?);
-        for view in [k, v] {
-            let desc = if s.seq_k == 0 {
-                q_desc
-            } else {
-                crate::tma::desc_3d(OP, view, [d, s.seq_k, s.batch * s.kv_heads], d, s.seq_k * d, tma.kv_box, 128)?
-            };
-            maps.extend_from_slice(&crate::tma::encode(ctx, &desc)?);
+    // TMA kernels: maps over (head dims, sequence, batch x heads), so a box never reads into
+    // the next head's rows.
+    let maps = match kernel.tma {
+        Some(tma) => {
+            tma_maps(ctx, OP, tma, s.head_dim, (q, s.seq_q, s.batch * s.heads), (k, v, s.seq_k, s.batch * s.kv_heads))?
         }
-    }
+        None => Vec::new(),
+    };
     let grid = Dim3::new(s.seq_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
     let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
     let (o, lse) = (o.global_mut(), lse.global_mut());
@@ -282,6 +283,31 @@ pub fn attention_with<T: AttentionFloat>(
     } else {
         ctx.with_constants(&maps, |addr| ctx.launch(T::kernel(kernel), cfg, params(addr)))
     }
+}
+
+/// The Q, K and V tensor maps of a TMA kernel, one after the other: rank 3 (head dims, rows,
+/// planes), Q over `q_rows x q_planes` and K, V over `k_rows x kv_planes`. With no key rows no
+/// key tile is loaded (and K and V may be empty views): K's and V's maps then describe Q's
+/// tensor.
+fn tma_maps<T: AttentionFloat>(
+    ctx: &Context,
+    op: &'static str,
+    tma: gpu_kernels::attention::AttentionTma,
+    d: usize,
+    (q, q_rows, q_planes): (BufRef<'_, T>, usize, usize),
+    (k, v, k_rows, kv_planes): (BufRef<'_, T>, BufRef<'_, T>, usize, usize),
+) -> Result<Vec<u8>> {
+    let q_desc = crate::tma::desc_3d(op, q, [d, q_rows, q_planes], d, q_rows * d, tma.q_box, 128)?;
+    let mut maps = crate::tma::encode(ctx, &q_desc)?.to_vec();
+    for view in [k, v] {
+        let desc = if k_rows == 0 {
+            q_desc
+        } else {
+            crate::tma::desc_3d(op, view, [d, k_rows, kv_planes], d, k_rows * d, tma.kv_box, 128)?
+        };
+        maps.extend_from_slice(&crate::tma::encode(ctx, &desc)?);
+    }
+    Ok(maps)
 }
 
 /// A variable-length batch, packed as FlashAttention's varlen API packs it: sequence `b` owns
@@ -391,10 +417,45 @@ pub(crate) fn varlen_shape(
 }
 
 /// Attention over a variable-length batch ([`VarlenInput`]): `o: [heads, total_q, head_dim]`,
-/// `lse: [heads, total_q]`, with the highest version that reads offsets (`v02_mma`: head dims
-/// 64 and 128, 16-byte aligned views).
+/// `lse: [heads, total_q]`, with the highest version that has variable-length kernels for the
+/// head dim and that the views' alignment and the device allow ([`default_varlen_version`]).
 pub fn attention_varlen<T: AttentionFloat>(
     ctx: &Context,
+    input: VarlenInput<'_, T>,
+    o: BufMut<'_, T>,
+    lse: BufMut<'_, f32>,
+) -> Result<()> {
+    let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
+    let v = default_varlen_version(ctx, input.head_dim, aligned).ok_or_else(|| {
+        Error::invalid(
+            "attention_varlen",
+            format!("head_dim = {} is not supported by any version ({})", input.head_dim, varlen_dims()),
+        )
+    })?;
+    attention_varlen_with(ctx, v, input, o, lse)
+}
+
+/// Every head dim some version's variable-length kernels support, for error messages.
+fn varlen_dims() -> String {
+    VERSIONS
+        .iter()
+        .map(|v| {
+            let dims: Vec<String> = v
+                .kernels
+                .iter()
+                .filter(|k| k.varlen.is_some())
+                .flat_map(|k| k.head_dims.iter().map(|d| d.to_string()))
+                .collect();
+            format!("{}: {}", v.name, if dims.is_empty() { "none".to_string() } else { dims.join(", ") })
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// As [`attention_varlen`], with a chosen version.
+pub fn attention_varlen_with<T: AttentionFloat>(
+    ctx: &Context,
+    version: &AttentionVersion,
     input: VarlenInput<'_, T>,
     mut o: BufMut<'_, T>,
     mut lse: BufMut<'_, f32>,
@@ -406,12 +467,14 @@ pub fn attention_varlen<T: AttentionFloat>(
     }
     o.check_context(ctx, OP)?;
     lse.check_context(ctx, OP)?;
-    let Some((version, kernel, vk)) =
-        VERSIONS.iter().rev().find_map(|v| v.kernel(head_dim).and_then(|k| k.varlen.as_ref().map(|vk| (v, k, vk))))
-    else {
+    let Some((kernel, vk)) = version.kernel(head_dim).and_then(|k| k.varlen.as_ref().map(|vk| (k, vk))) else {
         return Err(Error::invalid(
             OP,
-            format!("head_dim = {head_dim}: variable-length batches run v02_mma, which supports 64, 128"),
+            format!(
+                "head_dim = {head_dim}: {} has no variable-length kernel for it (variable-length kernels: {})",
+                version.name,
+                varlen_dims()
+            ),
         ));
     };
     if v.len() != k.len() {
@@ -425,16 +488,22 @@ pub fn attention_varlen<T: AttentionFloat>(
             return Err(Error::invalid(OP, format!("{name} has {got} elements but needs {want}")));
         }
     }
-    check_align16(OP, version.name, &[("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())])?;
+    if kernel.align16 {
+        check_align16(OP, version.name, &[("q", q.addr()), ("k", k.addr()), ("v", v.addr()), ("o", o.addr())])?;
+    }
     let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
+    }
+    if let Err(why) = arch_ok(ctx, kernel) {
+        return Err(Error::invalid(OP, format!("{} {why}: use v02_mma", version.name)));
     }
     if batch == 0 || max_q == 0 {
         return Ok(());
     }
     let (cq, ck) = (ctx.upload(cu_seqlens_q)?, ctx.upload(cu_seqlens_k)?);
-    let params = AttentionParams {
+    let (o, lse) = (o.global_mut(), lse.global_mut());
+    let params = |maps: u64| AttentionParams {
         batch: batch as u32,
         heads: heads as u32,
         kv_heads: kv_heads as u32,
@@ -446,15 +515,39 @@ pub fn attention_varlen<T: AttentionFloat>(
         q: q.global(),
         k: k.global(),
         v: v.global(),
-        o: o.global_mut(),
-        lse: lse.global_mut(),
+        o,
+        lse,
         cu_seqlens_q: cq.as_view().global(),
         cu_seqlens_k: ck.as_view().global(),
-        maps: 0,
+        maps,
+    };
+    // TMA kernels: maps over the packed totals (head dims, tokens, heads); a box past a
+    // sequence reads the next one's rows, which the kernel masks (and zeroes in V).
+    let maps = match kernel.tma {
+        Some(tma) => tma_maps(ctx, OP, tma, head_dim, (q, total_q, heads), (k, v, total_k, kv_heads))?,
+        None => Vec::new(),
     };
     let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, heads as u32, batch as u32);
     let cfg = LaunchConfig { grid, block: Dim3::x(kernel.threads), shared_bytes: kernel.shared_bytes };
-    ctx.launch(T::varlen_kernel(vk), cfg, params)
+    if maps.is_empty() {
+        ctx.launch(T::varlen_kernel(vk), cfg, params(0))
+    } else {
+        ctx.with_constants(&maps, |addr| ctx.launch(T::varlen_kernel(vk), cfg, params(addr)))
+    }
+}
+
+/// Sequence rows `start .. start + len` of every head of a packed `[heads, total, d]` tensor,
+/// as a dense `[heads, len, d]` one.
+pub(crate) fn gather(src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) -> Vec<f64> {
+    (0..heads).flat_map(|h| src[(h * total + start) * d..(h * total + start + len) * d].iter().copied()).collect()
+}
+
+/// The inverse of [`gather`]: a dense `[heads, len, d]` tensor into the packed one's rows.
+pub(crate) fn scatter(dst: &mut [f64], src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) {
+    for h in 0..heads {
+        dst[(h * total + start) * d..(h * total + start + len) * d]
+            .copy_from_slice(&src[h * len * d..(h + 1) * len * d]);
+    }
 }
 
 /// One checked variable-length case: `lens[b] = (seq_q, seq_k)` of sequence `b`.
@@ -469,7 +562,11 @@ pub struct VarlenCase {
     pub seed: u64,
 }
 
-fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result<Report> {
+fn check_varlen_t<T: AttentionFloat>(
+    ctx: &Context,
+    case: &VarlenCase,
+    version: Option<&AttentionVersion>,
+) -> Result<Report> {
     let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
     let mut cu_q = vec![0i32];
     let mut cu_k = vec![0i32];
@@ -496,7 +593,10 @@ fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result
         causal: case.causal,
         scale: None,
     };
-    attention_varlen(ctx, input, o.view_mut(), lse.view_mut())?;
+    match version {
+        Some(v) => attention_varlen_with(ctx, v, input, o.view_mut(), lse.view_mut())?,
+        None => attention_varlen(ctx, input, o.view_mut(), lse.view_mut())?,
+    }
     let (go, guo) = o.finish()?;
     let (gl, gul) = lse.finish()?;
     // Each sequence alone through the dense reference and naive attention ([1, heads, len, d]).
@@ -507,19 +607,13 @@ fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result
     let (mut lo, mut ll) = (ro.clone(), rl.clone());
     for (b, &(lq, lk)) in case.lens.iter().enumerate() {
         let (qs, ks) = (cu_q[b] as usize, cu_k[b] as usize);
-        let gather = |src: &[f64], heads: usize, total: usize, start: usize, len: usize| -> Vec<f64> {
-            (0..heads).flat_map(|hh| src[(hh * total + start) * d..(hh * total + start + len) * d].to_vec()).collect()
-        };
-        let (sq, sk, sv) = (gather(&q64, h, tq, qs, lq), gather(&k64, hk, tk, ks, lk), gather(&v64, hk, tk, ks, lk));
+        let (sq, sk, sv) =
+            (gather(&q64, h, tq, qs, lq, d), gather(&k64, hk, tk, ks, lk, d), gather(&v64, hk, tk, ks, lk, d));
         let s = AttentionShape { batch: 1, heads: h, kv_heads: hk, seq_q: lq, seq_k: lk, head_dim: d };
         let (o1, l1) = reference(&sq, &sk, &sv, &s, case.causal, scale);
         let (o2, l2) = naive(&sq, &sk, &sv, &s, case.causal, scale, &|x| T::from_f64(x).to_f64());
-        for hh in 0..h {
-            let dst = (hh * tq + qs) * d;
-            ro[dst..dst + lq * d].copy_from_slice(&o1[hh * lq * d..(hh + 1) * lq * d]);
-            lo[dst..dst + lq * d].copy_from_slice(&o2[hh * lq * d..(hh + 1) * lq * d]);
-            rl[hh * tq + qs..hh * tq + qs + lq].copy_from_slice(&l1[hh * lq..(hh + 1) * lq]);
-            ll[hh * tq + qs..hh * tq + qs + lq].copy_from_slice(&l2[hh * lq..(hh + 1) * lq]);
+        for (dst, src, width) in [(&mut ro, &o1, d), (&mut lo, &o2, d), (&mut rl, &l1, 1), (&mut ll, &l2, 1)] {
+            scatter(dst, src, h, tq, qs, lq, width);
         }
     }
     Ok(fa_rule_report(&go, &gl, (&ro, &rl), (&lo, &ll), guo, gul))
@@ -529,9 +623,14 @@ fn check_varlen_t<T: AttentionFloat>(ctx: &Context, case: &VarlenCase) -> Result
 /// poisoned and guarded outputs, each sequence checked against the dense reference with
 /// FlashAttention's rule.
 pub fn check_varlen(ctx: &Context, case: &VarlenCase) -> Result<Report> {
+    check_varlen_with(ctx, case, None)
+}
+
+/// As [`check_varlen`], through [`attention_varlen_with`] when `version` is given.
+pub fn check_varlen_with(ctx: &Context, case: &VarlenCase, version: Option<&AttentionVersion>) -> Result<Report> {
     match case.dtype {
-        DType::BF16 => check_varlen_t::<bf16>(ctx, case),
-        DType::F16 => check_varlen_t::<f16>(ctx, case),
+        DType::BF16 => check_varlen_t::<bf16>(ctx, case, version),
+        DType::F16 => check_varlen_t::<f16>(ctx, case, version),
         other => {
             Err(Error::invalid("attention_varlen", format!("dtype {} is not supported; use bf16 or f16", other.name())))
         }
@@ -694,6 +793,58 @@ pub const BENCH_SHAPES: &[(usize, usize, usize, usize)] = &[
 /// Longest sequence the bench times a CUDA-core version on (longer ones take minutes there).
 pub const BENCH_SIMT_MAX_SEQ: usize = 4096;
 
+/// The variable-length bench batch: 16 sequences (each its own queries and keys) from 256 to
+/// 4096 tokens, 30,748 in all, a prefill mix with no common length.
+pub const BENCH_VARLEN_LENS: &[usize] =
+    &[3989, 512, 2048, 1031, 4096, 700, 1500, 2999, 256, 3500, 1200, 800, 2600, 1777, 3100, 640];
+
+/// (heads, head dim) of the variable-length bench rows, each causal and not.
+pub const BENCH_VARLEN_SHAPES: &[(usize, usize)] = &[(16, 64), (16, 128)];
+
+/// Times `version`'s variable-length kernel on `c` (median of [`crate::bench::REPS`], L2
+/// flushed before each run). Each run is a whole [`attention_varlen_with`] call, so it includes
+/// the upload of the offsets (`batch + 1` integers each), as a caller's would.
+pub fn time_varlen<T: AttentionFloat>(
+    ctx: &Context,
+    version: &AttentionVersion,
+    c: &VarlenBenchCase<'_>,
+) -> Result<f64> {
+    let VarlenBenchCase { lens, heads, head_dim, causal, .. } = *c;
+    let offsets = |pick: fn(&(usize, usize)) -> usize| -> Vec<i32> {
+        let mut cu = vec![0i32];
+        for l in lens {
+            cu.push(cu.last().expect("starts at 0") + pick(l) as i32);
+        }
+        cu
+    };
+    let (cu_q, cu_k) = (offsets(|l| l.0), offsets(|l| l.1));
+    let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
+    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+    let (q, k, v) = (
+        ctx.upload(&fill(heads * tq * head_dim))?,
+        ctx.upload(&fill(heads * tk * head_dim))?,
+        ctx.upload(&fill(heads * tk * head_dim))?,
+    );
+    let mut o = ctx.alloc::<T>(heads * tq * head_dim)?;
+    let mut lse = ctx.alloc::<f32>(heads * tq)?;
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
+        let input = VarlenInput {
+            q: q.as_view(),
+            k: k.as_view(),
+            v: v.as_view(),
+            cu_seqlens_q: &cu_q,
+            cu_seqlens_k: &cu_k,
+            heads,
+            kv_heads: heads,
+            head_dim,
+            causal,
+            scale: None,
+        };
+        attention_varlen_with(ctx, version, input, o.as_view_mut(), lse.as_view_mut())
+    })?;
+    Ok(crate::bench::median(&t))
+}
+
 /// FLOPs of the forward pass on `s`.
 pub fn flops(s: &AttentionShape, causal: bool) -> f64 {
     4.0 * (s.batch * s.heads * s.seq_q * s.seq_k * s.head_dim) as f64 * if causal { 0.5 } else { 1.0 }
@@ -719,19 +870,70 @@ pub fn time<T: AttentionFloat>(
 
 /// PyTorch's times for `shapes` from `scripts/torch_attention.py` (found beside the
 /// executable, in the source tree, or at `FERROKERN_TORCH_ATTENTION`; the interpreter is
-/// `FERROKERN_PYTHON` or `python3`). `Err` says why there is no baseline.
-pub fn torch_baseline(
-    shapes: &[(AttentionShape, bool, &'static str)],
-) -> std::result::Result<Vec<Option<f64>>, String> {
+/// `FERROKERN_PYTHON` or `python3`). `Err` says why there is no baseline at all; a shape's own
+/// `Err` why PyTorch could not time it.
+pub fn torch_baseline(shapes: &[(AttentionShape, bool, &'static str)]) -> TorchTimes {
     torch_baseline_pass(shapes, false)
 }
 
+/// PyTorch's per-shape times (milliseconds, or why a shape has none), or why there are none.
+pub type TorchTimes = std::result::Result<Vec<std::result::Result<f64, String>>, String>;
+
 /// As [`torch_baseline`], timing the forward or (`backward`) the backward alone (autograd of
 /// `scaled_dot_product_attention`, the graph kept from one forward).
-pub fn torch_baseline_pass(
-    shapes: &[(AttentionShape, bool, &'static str)],
-    backward: bool,
-) -> std::result::Result<Vec<Option<f64>>, String> {
+pub fn torch_baseline_pass(shapes: &[(AttentionShape, bool, &'static str)], backward: bool) -> TorchTimes {
+    run_torch(
+        shapes
+            .iter()
+            .map(|(s, causal, dtype)| {
+                serde_json::json!({"batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq_q": s.seq_q,
+                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype, "backward": backward})
+            })
+            .collect(),
+    )
+}
+
+/// A variable-length batch the bench times: each sequence's query and key lengths, with
+/// `heads` query and key/value heads.
+#[derive(Clone, Copy, Debug)]
+pub struct VarlenBenchCase<'a> {
+    pub lens: &'a [(usize, usize)],
+    pub heads: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    pub dtype: &'static str,
+}
+
+impl VarlenBenchCase<'_> {
+    /// FLOPs of the forward pass, as [`flops`] counts them per sequence.
+    pub fn flops(&self) -> f64 {
+        let (heads, head_dim) = (self.heads, self.head_dim);
+        self.lens
+            .iter()
+            .map(|&(seq_q, seq_k)| {
+                flops(&AttentionShape { batch: 1, heads, kv_heads: heads, seq_q, seq_k, head_dim }, self.causal)
+            })
+            .sum()
+    }
+}
+
+/// PyTorch's forward times for variable-length batches: `scaled_dot_product_attention` on
+/// nested jagged tensors, which PyTorch runs on its variable-length FlashAttention kernel.
+pub fn torch_varlen_baseline(cases: &[VarlenBenchCase<'_>]) -> TorchTimes {
+    run_torch(
+        cases
+            .iter()
+            .map(|c| {
+                serde_json::json!({"batch": c.lens.len(), "heads": c.heads, "kv_heads": c.heads, "seq_q": 0,
+                    "seq_k": 0, "head_dim": c.head_dim, "causal": c.causal, "dtype": c.dtype, "varlen": c.lens})
+            })
+            .collect(),
+    )
+}
+
+/// Runs the torch script on `cases` (one JSON object each) and reads one result per case.
+fn run_torch(cases: Vec<serde_json::Value>) -> TorchTimes {
+    let python = std::env::var("FERROKERN_PYTHON").unwrap_or_else(|_| "python3".into());
     let script = std::env::var("FERROKERN_TORCH_ATTENTION")
         .map(std::path::PathBuf::from)
         .ok()
@@ -742,22 +944,18 @@ pub fn torch_baseline_pass(
                 .filter(|p| p.is_file())
         })
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/torch_attention.py"));
+    run_script(&python, &script, cases)
+}
+
+/// [`run_torch`] with a given interpreter and script: one JSON line per case comes back, with
+/// `median_ms`, or `unsupported` (that case's reason); one line with `error` means no baseline.
+fn run_script(python: &str, script: &std::path::Path, cases: Vec<serde_json::Value>) -> TorchTimes {
     if !script.is_file() {
         return Err(format!("{} not found", script.display()));
     }
-    let arg = serde_json::to_string(
-        &shapes
-            .iter()
-            .map(|(s, causal, dtype)| {
-                serde_json::json!({"batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq_q": s.seq_q,
-                    "seq_k": s.seq_k, "head_dim": s.head_dim, "causal": causal, "dtype": dtype, "backward": backward})
-            })
-            .collect::<Vec<_>>(),
-    )
-    .expect("serializable");
-    let python = std::env::var("FERROKERN_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = std::process::Command::new(&python)
-        .arg(&script)
+    let arg = serde_json::to_string(&cases).expect("serializable");
+    let out = std::process::Command::new(python)
+        .arg(script)
         .arg(arg)
         .output()
         .map_err(|e| format!("running {python}: {e}"))?;
@@ -769,13 +967,16 @@ pub fn torch_baseline_pass(
         if let Some(e) = v.get("error") {
             return Err(e.as_str().unwrap_or("unknown").to_string());
         }
-        times.push(v.get("median_ms").and_then(|m| m.as_f64()));
+        times.push(match (v.get("median_ms").and_then(|m| m.as_f64()), v.get("unsupported")) {
+            (Some(ms), _) => Ok(ms),
+            (None, why) => Err(why.and_then(|w| w.as_str()).unwrap_or("no time reported").to_string()),
+        });
     }
-    if times.len() != shapes.len() {
+    if times.len() != cases.len() {
         return Err(format!(
             "the torch script printed {} results for {} shapes: {}",
             times.len(),
-            shapes.len(),
+            cases.len(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
@@ -804,4 +1005,38 @@ fn fa_rule_report<T: Float>(
     let mut rl_report = check::compare(gl, rl, &vec![l_bound; rl.len()], gul);
     rl_report.tol = format!("FA rule 2 x naive {} lse error ({:.2e}) + 1e-4", T::NAME, l_bound);
     check::merge(vec![("o", ro_report), ("lse", rl_report)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_script;
+
+    /// The baseline's protocol: a time per case, a case's own reason, a missing baseline's
+    /// reason, and a short answer; the "interpreter" is `sh` running a script that prints them.
+    #[test]
+    fn torch_script_results_are_read_per_case() {
+        let dir = std::env::temp_dir().join(format!("ferrokern-torch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = |name: &str, body: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, body).unwrap();
+            p
+        };
+        let cases = || vec![serde_json::json!({"a": 1}), serde_json::json!({"a": 2})];
+        let two = script(
+            "two.sh",
+            "echo '{\"median_ms\": 1.5}'\necho '{\"median_ms\": null, \"unsupported\": \"no jagged causal\"}'\n",
+        );
+        let t = run_script("sh", &two, cases()).unwrap();
+        assert_eq!(t[0], Ok(1.5));
+        assert_eq!(t[1], Err("no jagged causal".to_string()));
+        let missing = script("missing.sh", "echo '{\"error\": \"torch is not installed\"}'\n");
+        assert_eq!(run_script("sh", &missing, cases()), Err("torch is not installed".to_string()));
+        let short = run_script("sh", &script("short.sh", "echo '{\"median_ms\": 2.0}'\n"), cases()).unwrap_err();
+        assert!(short.contains("printed 1 results for 2 shapes"), "{short}");
+        let garbage = run_script("sh", &script("bad.sh", "echo oops\n"), cases()).unwrap_err();
+        assert!(garbage.contains("bad output"), "{garbage}");
+        assert!(run_script("sh", &dir.join("absent.sh"), cases()).unwrap_err().contains("not found"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

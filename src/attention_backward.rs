@@ -26,7 +26,7 @@
 //! ([`BackwardKernel::varlen`]); [`check_varlen_backward`] checks each sequence against the
 //! dense reference.
 
-use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape};
+use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, gather, scatter};
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
@@ -718,20 +718,6 @@ impl VarlenBackwardCase {
     }
 }
 
-/// Sequence rows `start .. start + len` of every head of a packed `[heads, total, d]` tensor,
-/// as a dense `[heads, len, d]` one.
-fn gather(src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) -> Vec<f64> {
-    (0..heads).flat_map(|h| src[(h * total + start) * d..(h * total + start + len) * d].iter().copied()).collect()
-}
-
-/// The inverse of [`gather`]: a dense `[heads, len, d]` tensor into the packed one's rows.
-fn scatter(dst: &mut [f64], src: &[f64], heads: usize, total: usize, start: usize, len: usize, d: usize) {
-    for h in 0..heads {
-        dst[(h * total + start) * d..(h * total + start + len) * d]
-            .copy_from_slice(&src[h * len * d..(h + 1) * len * d]);
-    }
-}
-
 /// The varlen case's random inputs (Q, K, V, dO in [-2, 2), packed).
 fn varlen_inputs<T: AttentionFloat>(case: &VarlenBackwardCase) -> [Vec<T>; 4] {
     let mut rng = SmallRng::seed_from_u64(case.seed);
@@ -739,49 +725,29 @@ fn varlen_inputs<T: AttentionFloat>(case: &VarlenBackwardCase) -> [Vec<T>; 4] {
     [draw(case.q_len()), draw(case.kv_len()), draw(case.kv_len()), draw(case.q_len())]
 }
 
-/// The forward's O and lse for a varlen case: [`attention::attention_varlen`] where a version
-/// has variable-length kernels for the head dim, else (head dims 32 and 96, which only the
-/// backward's v01 runs packed) the f64 reference per sequence, rounded to `T` and f32.
+/// The forward's O and lse for a varlen case, from [`attention::attention_varlen`].
 fn varlen_forward<T: BackwardFloat>(
     ctx: &Context,
     case: &VarlenBackwardCase,
     (q, k, v): (&crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>),
 ) -> Result<(crate::DeviceBuffer<T>, crate::DeviceBuffer<f32>)> {
-    let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
     let (cu_q, cu_k) = case.offsets();
-    let (tq, tk) = case.totals();
-    if attention::VERSIONS.iter().any(|ver| ver.kernel(d).is_some_and(|kk| kk.varlen.is_some())) {
-        let mut o = ctx.alloc::<T>(case.q_len())?;
-        let mut lse = ctx.alloc::<f32>(h * tq)?;
-        let input = attention::VarlenInput {
-            q: q.as_view(),
-            k: k.as_view(),
-            v: v.as_view(),
-            cu_seqlens_q: &cu_q,
-            cu_seqlens_k: &cu_k,
-            heads: h,
-            kv_heads: hk,
-            head_dim: d,
-            causal: case.causal,
-            scale: None,
-        };
-        attention::attention_varlen(ctx, input, o.as_view_mut(), lse.as_view_mut())?;
-        return Ok((o, lse));
-    }
-    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
-    let [q64, k64, v64, _] = varlen_inputs::<T>(case).map(|x| f(&x));
-    let (mut o, mut lse) = (vec![0.0; case.q_len()], vec![0.0; h * tq]);
-    for (b, &(lq, lk)) in case.lens.iter().enumerate() {
-        let (qs, ks) = (cu_q[b] as usize, cu_k[b] as usize);
-        let (sq, sk, sv) =
-            (gather(&q64, h, tq, qs, lq, d), gather(&k64, hk, tk, ks, lk, d), gather(&v64, hk, tk, ks, lk, d));
-        let (o1, l1) = attention::reference(&sq, &sk, &sv, &case.seq_shape(b), case.causal, 1.0 / (d as f64).sqrt());
-        scatter(&mut o, &o1, h, tq, qs, lq, d);
-        scatter(&mut lse, &l1, h, tq, qs, lq, 1);
-    }
-    let o: Vec<T> = o.iter().map(|&x| T::from_f64(x)).collect();
-    let lse: Vec<f32> = lse.iter().map(|&x| x as f32).collect();
-    Ok((ctx.upload(&o)?, ctx.upload(&lse)?))
+    let mut o = ctx.alloc::<T>(case.q_len())?;
+    let mut lse = ctx.alloc::<f32>(case.heads * case.totals().0)?;
+    let input = attention::VarlenInput {
+        q: q.as_view(),
+        k: k.as_view(),
+        v: v.as_view(),
+        cu_seqlens_q: &cu_q,
+        cu_seqlens_k: &cu_k,
+        heads: case.heads,
+        kv_heads: case.kv_heads,
+        head_dim: case.head_dim,
+        causal: case.causal,
+        scale: None,
+    };
+    attention::attention_varlen(ctx, input, o.as_view_mut(), lse.as_view_mut())?;
+    Ok((o, lse))
 }
 
 /// Runs the forward (as [`varlen_forward`]) and then [`attention_varlen_backward_with`] on the

@@ -8,8 +8,9 @@ mod common;
 
 use ferrokern::DType;
 use ferrokern::attention::{
-    AttentionCase, AttentionInput, AttentionShape, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P, VERSIONS,
-    attention, attention_with, check_with, default_version, unavailable,
+    AttentionCase, AttentionInput, AttentionShape, AttentionVersion, BUG_V02_SWAPPED_P, BUG_V03_SWAPPED_P,
+    BUG_V03_TAIL_NOT_ZEROED, VERSIONS, VarlenCase, VarlenInput, attention, attention_varlen, attention_varlen_with,
+    attention_with, check_varlen_with, check_with, default_varlen_version, default_version, unavailable,
 };
 use ferrokern::{Context, Error};
 use proptest::prelude::*;
@@ -315,21 +316,36 @@ fn attention_bad_inputs_are_refused() {
     assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v03_wgmma supports 64, 128"), "{e}");
 }
 
+/// The versions with variable-length kernels for `head_dim`.
+fn varlen_versions_for(head_dim: usize) -> impl Iterator<Item = &'static AttentionVersion> {
+    VERSIONS.iter().filter(move |v| v.kernel(head_dim).is_some_and(|k| k.varlen.is_some()))
+}
+
+fn run_varlen(ctx: &Context, v: &AttentionVersion, case: &VarlenCase) {
+    if let Some(why) = unavailable(ctx, v, case.head_dim) {
+        common::once(&format!("{}/{}/varlen-skip", v.name, ctx.backend()), || format!("SKIP: {why}"));
+        return;
+    }
+    let r = check_varlen_with(ctx, case, Some(v))
+        .unwrap_or_else(|e| panic!("{} {case:?} on {}: {e}", v.name, ctx.backend()));
+    assert!(r.passed(), "{} {case:?} on {}: {r}", v.name, ctx.backend());
+}
+
 #[test]
 fn varlen_matches_each_sequence_alone() {
-    use ferrokern::attention::{VarlenCase, check_varlen};
     let ctx = Context::emulator();
     // Lengths (seq_q, seq_k) per sequence: empty, single, q != k both ways, several tiles, a
     // sequence whose queries outnumber its keys (causal: fully masked rows), all packed.
     let lens = vec![(7, 9), (0, 5), (1, 1), (113, 70), (3, 0), (65, 130), (40, 17)];
     let mut n = 0;
-    for head_dim in [64, 128] {
-        for causal in [false, true] {
-            let dtype = if causal { DType::F16 } else { DType::BF16 };
-            let case = VarlenCase { dtype, heads: 4, kv_heads: 2, head_dim, lens: lens.clone(), causal, seed: 31 };
-            let r = check_varlen(&ctx, &case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
-            assert!(r.passed(), "{case:?}: {r}");
-            n += 1;
+    for head_dim in [32, 64, 96, 128] {
+        for v in varlen_versions_for(head_dim) {
+            for causal in [false, true] {
+                let dtype = if causal { DType::F16 } else { DType::BF16 };
+                let case = VarlenCase { dtype, heads: 4, kv_heads: 2, head_dim, lens: lens.clone(), causal, seed: 31 };
+                run_varlen(&ctx, v, &case);
+                n += 1;
+            }
         }
     }
     println!("varlen: {n} cases passed");
@@ -343,15 +359,129 @@ proptest! {
         dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
         lens in proptest::collection::vec((0usize..80, 0usize..90), 1..4),
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (4, 2), (3, 1)]),
-        head_dim in proptest::sample::select(vec![64usize, 128]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
         causal in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        use ferrokern::attention::{VarlenCase, check_varlen};
         for ctx in common::property_backends("varlen_matches_reference", common::cases(8)) {
-            let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens: lens.clone(), causal, seed };
-            let r = check_varlen(&ctx, &case).unwrap_or_else(|e| panic!("{case:?}: {e}"));
-            prop_assert!(r.passed(), "{:?}: {}", case, r);
+            for v in varlen_versions_for(head_dim) {
+                run_varlen(&ctx, v, &VarlenCase { dtype, heads, kv_heads, head_dim, lens: lens.clone(), causal, seed });
+            }
         }
     }
+}
+
+#[test]
+fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
+    let ctx = Context::emulator();
+    for d in [32, 64, 96, 128] {
+        let want = varlen_versions_for(d).last().map(|v| v.name);
+        assert_eq!(default_varlen_version(&ctx, d, true).map(|v| v.name), want, "head dim {d}");
+        assert_eq!(
+            default_varlen_version(&ctx, d, false).map(|v| v.name),
+            Some("v01_simt"),
+            "head dim {d}, misaligned"
+        );
+    }
+    assert!(default_varlen_version(&ctx, 256, true).is_none(), "no version has head dim 256");
+    // A misaligned Q (one element into its buffer) runs v01 through `attention_varlen`, and
+    // gives what the top version gives on the aligned one, within bf16 rounding; the top
+    // version named explicitly refuses the misaligned view with a typed error.
+    let (h, d, cu) = (2usize, 64usize, [0i32, 5, 5, 41]);
+    let total = *cu.last().unwrap() as usize;
+    let val = |i: usize| half::bf16::from_f32(((i * 53 % 97) as f32) * 0.02 - 1.0);
+    let q: Vec<half::bf16> = (0..h * total * d).map(val).collect();
+    let shifted: Vec<half::bf16> = [half::bf16::ZERO].into_iter().chain(q.iter().copied()).collect();
+    let kv = ctx.upload(&(0..total * d).map(|i| val(i + 11)).collect::<Vec<_>>()).unwrap();
+    let (qb, qs) = (ctx.upload(&q).unwrap(), ctx.upload(&shifted).unwrap());
+    let top = varlen_versions_for(d).last().unwrap();
+    let mut outs = Vec::new();
+    for (name, qv) in [("aligned", qb.as_view()), ("misaligned", qs.view(1..q.len() + 1).unwrap())] {
+        let input = VarlenInput {
+            q: qv,
+            k: kv.as_view(),
+            v: kv.as_view(),
+            cu_seqlens_q: &cu,
+            cu_seqlens_k: &cu,
+            heads: h,
+            kv_heads: 1,
+            head_dim: d,
+            causal: true,
+            scale: None,
+        };
+        let mut o = ctx.alloc::<half::bf16>(q.len()).unwrap();
+        let mut lse = ctx.alloc::<f32>(h * total).unwrap();
+        attention_varlen(&ctx, input, o.as_view_mut(), lse.as_view_mut()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        outs.push(o.to_host().unwrap());
+        if name == "misaligned" {
+            let e = attention_varlen_with(&ctx, top, input, o.as_view_mut(), lse.as_view_mut()).expect_err(name);
+            assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("16-byte"), "{e}");
+        }
+    }
+    let diff = outs[0].iter().zip(&outs[1]).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
+    assert!(diff < 2e-2, "{} and v01 differ by {diff}", top.name);
+}
+
+/// Runs three packed sequences through `v` twice, the second time with the middle one's keys
+/// and values all NaN; an error says where its NaNs reached another sequence's output. Key
+/// lengths 70 and 33 end inside a key tile, right before the next sequence's rows (and a
+/// causal row sees fewer).
+fn sequence_isolation(ctx: &Context, v: &AttentionVersion, causal: bool) -> Result<(), String> {
+    let (h, hk, d) = (2usize, 1usize, 64usize);
+    let (cu_q, cu_k) = ([0i32, 50, 80, 100], [0i32, 70, 140, 173]);
+    let (tq, tk) = (100usize, 173usize);
+    let val = |i: usize| half::bf16::from_f32(((i * 37 % 101) as f32) * 0.02 - 1.0);
+    let q = ctx.upload(&(0..h * tq * d).map(val).collect::<Vec<_>>()).unwrap();
+    let finite: Vec<half::bf16> = (0..hk * tk * d).map(|i| val(i + 7)).collect();
+    let mut poisoned = finite.clone();
+    poisoned[70 * d..140 * d].fill(half::bf16::NAN);
+    let mut outs = Vec::new();
+    for kv in [&finite, &poisoned] {
+        let kv = ctx.upload(kv).unwrap();
+        let mut o = ctx.alloc::<half::bf16>(h * tq * d).unwrap();
+        let mut lse = ctx.alloc::<f32>(h * tq).unwrap();
+        let input = VarlenInput {
+            q: q.as_view(),
+            k: kv.as_view(),
+            v: kv.as_view(),
+            cu_seqlens_q: &cu_q,
+            cu_seqlens_k: &cu_k,
+            heads: h,
+            kv_heads: hk,
+            head_dim: d,
+            causal,
+            scale: None,
+        };
+        attention_varlen_with(ctx, v, input, o.as_view_mut(), lse.as_view_mut()).unwrap();
+        outs.push(o.to_host().unwrap());
+    }
+    for hh in 0..h {
+        let row = |t: usize| (hh * tq + t) * d;
+        for (seq, range) in [(0, row(0)..row(50)), (2, row(80)..row(100))] {
+            let (a, b) = (&outs[0][range.clone()], &outs[1][range]);
+            assert!(a.iter().all(|x| x.is_finite()), "{}: finite inputs, finite sequence {seq}", v.name);
+            let differ = a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            if differ > 0 {
+                return Err(format!("sequence 1's NaNs changed {differ} outputs of sequence {seq}, head {hh}"));
+            }
+        }
+        assert!(outs[1][row(50)..row(80)].iter().all(|x| x.is_nan()), "{}: sequence 1 itself is NaN", v.name);
+    }
+    Ok(())
+}
+
+#[test]
+fn no_varlen_version_reads_another_sequences_keys() {
+    let ctx = Context::emulator();
+    for v in varlen_versions_for(64) {
+        for causal in [false, true] {
+            if let Err(e) = sequence_isolation(&ctx, v, causal) {
+                panic!("{} causal={causal}: {e}", v.name);
+            }
+        }
+    }
+    // v03 loads whole key tiles through maps over the packed totals; without zeroing the V
+    // rows past the sequence, the next sequence's NaNs come in through `0 * NaN`.
+    let e = sequence_isolation(&ctx, &BUG_V03_TAIL_NOT_ZEROED, false).expect_err("the unzeroed tail passed");
+    println!("{}: rejected: {e}", BUG_V03_TAIL_NOT_ZEROED.name);
 }

@@ -628,6 +628,16 @@ fn verify_attention_varlen_and_its_refusals() {
     let with = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
     assert_refused(&with(&["--varlen", "7:x"]), &["`7:x` is not a length"]);
     assert_refused(&with(&["--varlen", "7", "--seq-q", "7"]), &["remove --seq-q"]);
+    assert_refused(&with(&["--varlen", "7", "--kernel", "v9"]), &["unknown attention version `v9`", "v01_simt"]);
+    // Head dim 32 runs packed on v01 (the launcher's pick); a named version runs as asked.
+    let varlen = |head_dim: &'static str, extra: &[&'static str]| {
+        let args = ["attention", "--varlen", "7:9,1,30:3", "--heads", "2", "--head-dim", head_dim, "--dtype", "f16"];
+        verify(&args.iter().chain(extra).copied().collect::<Vec<_>>())
+    };
+    let r = varlen("32", &[]);
+    assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.last_line().starts_with("PASS"), "{r}");
+    let r = varlen("64", &["--kernel", "v01_simt"]);
+    assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.last_line().starts_with("PASS"), "{r}");
     assert_refused(
         &[
             "verify",
@@ -637,13 +647,13 @@ fn verify_attention_varlen_and_its_refusals() {
             "--heads",
             "2",
             "--head-dim",
-            "32",
+            "48",
             "--dtype",
             "bf16",
             "--backend",
             "emulator",
         ],
-        &["head_dim = 32", "v02_mma"],
+        &["head_dim = 48", "v01_simt: 32, 64, 96, 128"],
     );
 }
 

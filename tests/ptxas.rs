@@ -145,9 +145,9 @@ fn hopper_sass_has_hgmma_and_tma() {
     assert!(!kernels.is_empty(), "the GEMM ladder has an sm_90a version");
     for v in ferrokern::attention::VERSIONS {
         for kernel in v.kernels.iter().filter(|k| k.required_arch() == Some("sm_90a")) {
-            // S = Q K^T: d / 16 wgmmas; O += P V: 128 / 16 (one key tile).
+            // S = Q K^T: d / 16 wgmmas; O += P V: 128 / 16 (one key tile). Dense and varlen.
             let hgmma = kernel.head_dims[0] / 16 + 8;
-            kernels.extend([kernel.bf16.name, kernel.f16.name].map(|k| (k, hgmma, true)));
+            kernels.extend(kernel.defs().map(|k| (k, hgmma, true)));
         }
     }
     assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
@@ -223,8 +223,7 @@ fn tensor_core_attention_sass_has_hmma_ldmatrix_and_async_copies() {
             for kernel in v.kernels {
                 let d = kernel.head_dims[0];
                 // The variable-length kernels (same body, offsets read per sequence) too.
-                let varlen = kernel.varlen.iter().flat_map(|v| [v.bf16.name, v.f16.name]);
-                for k in [kernel.bf16.name, kernel.f16.name].into_iter().chain(varlen) {
+                for k in kernel.defs() {
                     let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
                     let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
                     let get = |c: &str| m.get(c).copied().unwrap_or(0);

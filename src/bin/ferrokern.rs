@@ -945,16 +945,10 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return bad_args(e),
     };
-    let version = match a.kernel.as_deref() {
-        // The check's buffers are fresh allocations: 16-byte aligned.
-        None => att::default_version(&ctx, head_dim, true),
-        Some(name) => match att::version(name) {
-            Some(v) => Some(v),
-            None => {
-                let names: Vec<&str> = att::VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!("unknown attention version `{name}`: use one of {}", names.join(", ")));
-            }
-        },
+    // The check's buffers are fresh allocations: 16-byte aligned.
+    let version = match attention_version(a.kernel.as_deref(), || att::default_version(&ctx, head_dim, true)) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
@@ -975,12 +969,28 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
     report_exit(check_with(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }, version))
 }
 
+/// The forward version `--kernel NAME` names, or `default()` without it.
+fn attention_version(
+    kernel: Option<&str>,
+    default: impl FnOnce() -> Option<&'static ferrokern::attention::AttentionVersion>,
+) -> Result<Option<&'static ferrokern::attention::AttentionVersion>, String> {
+    use ferrokern::attention as att;
+    match kernel {
+        None => Ok(default()),
+        Some(name) => att::version(name).map(Some).ok_or_else(|| {
+            let names: Vec<&str> = att::VERSIONS.iter().map(|v| v.name).collect();
+            format!("unknown attention version `{name}`: use one of {}", names.join(", "))
+        }),
+    }
+}
+
 /// `verify attention --varlen 7:9,113,1:40`: a variable-length batch (one `Q:K` or `L` per
 /// sequence), packed with cumulative offsets, each sequence checked against the dense
-/// reference with FlashAttention's rule.
+/// reference with FlashAttention's rule; the version the launcher picks or, with the hidden
+/// `--kernel NAME`, any version with variable-length kernels.
 fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
-    use ferrokern::attention::{VarlenCase, check_varlen};
-    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal"];
+    use ferrokern::attention::{VarlenCase, check_varlen_with, default_varlen_version};
+    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal", "--kernel"];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
@@ -1010,16 +1020,22 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return bad_args(e),
     };
+    let version = match attention_version(a.kernel.as_deref(), || default_varlen_version(&ctx, head_dim, true)) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
+    };
     let kv_heads = a.kv_heads.unwrap_or(heads);
     let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
     println!(
-        "verify attention varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version=v02_mma seed={seed}",
+        "verify attention varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version={} seed={seed}",
         shown.join(","),
         a.causal,
         dtype.name(),
-        ctx.backend()
+        ctx.backend(),
+        version.map_or("none", |v| v.name)
     );
-    report_exit(check_varlen(&ctx, &VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed }))
+    let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed };
+    report_exit(check_varlen_with(&ctx, &case, version))
 }
 
 /// `--varlen 7:9,113,1:40`: one `(seq_q, seq_k)` per sequence.
@@ -1298,10 +1314,21 @@ fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode 
 
 /// The GEMM part of the emulator sweep: every version on odd shapes, all four transpose
 /// pairs, with a batch and alpha/beta.
+/// A sweep case's result column (`PASS`, the failed report, or the error), counting failures.
+fn sweep_line(r: &ferrokern::Result<ferrokern::check::Report>, failed: &mut usize) -> String {
+    let line = match r {
+        Ok(rep) if rep.passed() => return "PASS".to_string(),
+        Ok(rep) => rep.to_string(),
+        Err(e) => format!("ERROR {e}"),
+    };
+    *failed += 1;
+    line
+}
+
 /// The attention part of the emulator sweep: odd, unequal lengths, GQA, both dtypes, causal
 /// and not, under FlashAttention's rule.
 fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
-    use ferrokern::attention::{AttentionCase, AttentionShape, VERSIONS, check_with};
+    use ferrokern::attention::{AttentionCase, AttentionShape, VERSIONS, VarlenCase, check_varlen_with, check_with};
     if !filter.is_none_or(|f| "attention".contains(f)) {
         return true;
     }
@@ -1316,12 +1343,7 @@ fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
                 let shape = AttentionShape { batch: 1, heads: 4, kv_heads: 2, seq_q, seq_k, head_dim };
                 count += 1;
                 let r = check_with(ctx, &AttentionCase { dtype, shape, causal, seed: 21 }, Some(v));
-                let line = match &r {
-                    Ok(rep) if rep.passed() => "PASS".to_string(),
-                    Ok(rep) => rep.to_string(),
-                    Err(e) => format!("ERROR {e}"),
-                };
-                failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+                let line = sweep_line(&r, &mut failed);
                 println!(
                     "{:<10} {:<34} {:>5} {:<6}  {line}",
                     v.name,
@@ -1329,6 +1351,17 @@ fn attention_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
                     dtype.name(),
                     causal
                 );
+            }
+            // A packed variable-length batch: an empty, a short and a two-tile sequence.
+            let head_dim = if v.kernel(96).is_some_and(|k| k.varlen.is_some()) { 96 } else { 64 };
+            if v.kernel(head_dim).is_some_and(|k| k.varlen.is_some()) {
+                let lens = vec![(7, 9), (0, 5), (130, 140)];
+                let case = VarlenCase { dtype, heads: 4, kv_heads: 2, head_dim, lens, causal, seed: 21 };
+                count += 1;
+                let r = check_varlen_with(ctx, &case, Some(v));
+                let line = sweep_line(&r, &mut failed);
+                let shape = format!("h4/kv2 varlen 7:9,0:5,130:140 d{head_dim}");
+                println!("{:<10} {:<34} {:>5} {:<6}  {line}", v.name, shape, dtype.name(), causal);
             }
         }
     }
@@ -1594,14 +1627,15 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
     }
     let mut rows = Vec::new();
     for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
+        let torch_ms = torch_time("attention", &torch, i, &format!("{s:?} causal={causal}"));
         for &v in &checked {
             if v.kernel(s.head_dim).is_none() || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
                 continue;
             }
             match att::time::<half::bf16>(ctx, v, *s, *causal) {
                 Ok(ms) => {
-                    let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
-                    rows.push(attention_row(v.name, s, *causal, dtype, ms, att::flops(s, *causal), torch_ms));
+                    let shape = format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim);
+                    rows.push(attention_row(v.name, shape, *causal, dtype, ms, att::flops(s, *causal), torch_ms));
                 }
                 Err(e) => {
                     println!("attention {} {s:?} causal={causal}: {e}", v.name);
@@ -1610,8 +1644,84 @@ fn attention_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::attention::At
             }
         }
     }
+    attention_varlen_bench(ctx, &checked, &mut rows, ok);
     print_attention_table("attention", &rows);
     rows
+}
+
+/// PyTorch's time for case `i` of a baseline run, printing why there is none (once per case;
+/// a baseline missing altogether was reported already).
+fn torch_time(label: &str, torch: &ferrokern::attention::TorchTimes, i: usize, case: &str) -> Option<f64> {
+    match torch.as_ref().ok().map(|t| &t[i]) {
+        Some(Ok(ms)) => Some(*ms),
+        Some(Err(why)) => {
+            println!("{label} baseline {case}: PyTorch could not time it ({why})");
+            None
+        }
+        None => None,
+    }
+}
+
+/// The variable-length rows: [`att::BENCH_VARLEN_LENS`] packed, every checked tensor-core
+/// version with variable-length kernels for the head dim, against PyTorch's attention on the
+/// same sequences as nested jagged tensors.
+fn attention_varlen_bench(
+    ctx: &Context,
+    checked: &[&'static ferrokern::attention::AttentionVersion],
+    rows: &mut Vec<ferrokern::attention::AttentionMeasurement>,
+    ok: &mut bool,
+) {
+    use ferrokern::attention as att;
+    let lens: Vec<(usize, usize)> = att::BENCH_VARLEN_LENS.iter().map(|&l| (l, l)).collect();
+    let cases: Vec<_> = att::BENCH_VARLEN_SHAPES
+        .iter()
+        .flat_map(|&(heads, head_dim)| {
+            [false, true].map(|causal| att::VarlenBenchCase { lens: &lens, heads, head_dim, causal, dtype: "bf16" })
+        })
+        .collect();
+    let torch = att::torch_varlen_baseline(&cases);
+    if let Err(why) = &torch {
+        println!("attention varlen baseline: PyTorch unavailable ({why}); kernel times only");
+    }
+    // Each version's variable-length kernels pass a small packed check before they are timed.
+    let mut passed = Vec::new();
+    for &v in checked.iter().filter(|v| v.tensor_cores) {
+        for &(_, head_dim) in att::BENCH_VARLEN_SHAPES {
+            if v.kernel(head_dim).is_none_or(|k| k.varlen.is_none()) || passed.contains(&(v.name, head_dim)) {
+                continue;
+            }
+            let case = att::VarlenCase {
+                dtype: DType::BF16,
+                heads: 2,
+                kv_heads: 1,
+                head_dim,
+                lens: vec![(100, 100), (0, 3), (37, 170)],
+                causal: true,
+                seed: 5,
+            };
+            let what = format!("attention varlen {} d{head_dim}", v.name);
+            if passes_check(&what, att::check_varlen_with(ctx, &case, Some(v)), ok) {
+                passed.push((v.name, head_dim));
+            }
+        }
+    }
+    let total: usize = lens.iter().map(|l| l.0).sum();
+    for (i, c) in cases.iter().enumerate() {
+        let (shape, causal) = (format!("varlen{} t{total} h{} d{}", lens.len(), c.heads, c.head_dim), c.causal);
+        let torch_ms = torch_time("attention varlen", &torch, i, &format!("{shape} causal={causal}"));
+        for &v in checked {
+            if !passed.contains(&(v.name, c.head_dim)) {
+                continue;
+            }
+            match att::time_varlen::<half::bf16>(ctx, v, c) {
+                Ok(ms) => rows.push(attention_row(v.name, shape.clone(), causal, c.dtype, ms, c.flops(), torch_ms)),
+                Err(e) => {
+                    println!("attention varlen {} {shape} causal={causal}: {e}", v.name);
+                    *ok = false;
+                }
+            }
+        }
+    }
 }
 
 /// Attention backward (bf16, the default atomic dQ path) against the backward of PyTorch's
@@ -1662,14 +1772,15 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
     }
     let mut rows = Vec::new();
     for (i, (s, causal, dtype)) in shapes.iter().enumerate() {
+        let torch_ms = torch_time("attention_backward", &torch, i, &format!("{s:?} causal={causal}"));
         for &v in &checked {
             if v.kernel(s.head_dim).is_none() || (!v.tensor_cores && s.seq_q > att::BENCH_SIMT_MAX_SEQ) {
                 continue;
             }
             match bwd::time::<half::bf16>(ctx, v, *s, *causal, BackwardOptions::default()) {
                 Ok(ms) => {
-                    let torch_ms = torch.as_ref().ok().and_then(|t| t[i]);
-                    rows.push(attention_row(v.name, s, *causal, dtype, ms, bwd::flops(s, *causal), torch_ms));
+                    let shape = format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim);
+                    rows.push(attention_row(v.name, shape, *causal, dtype, ms, bwd::flops(s, *causal), torch_ms));
                 }
                 Err(e) => {
                     println!("attention_backward {} {s:?} causal={causal}: {e}", v.name);
@@ -1701,12 +1812,7 @@ fn attention_backward_emulator_sweep(ctx: &Context, filter: Option<&str>) -> boo
                 count += 1;
                 let case = AttentionBackwardCase { dtype, shape, causal, deterministic, seed: 21 };
                 let r = check_backward(ctx, &case, Some(v));
-                let line = match &r {
-                    Ok(rep) if rep.passed() => "PASS".to_string(),
-                    Ok(rep) => rep.to_string(),
-                    Err(e) => format!("ERROR {e}"),
-                };
-                failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+                let line = sweep_line(&r, &mut failed);
                 println!(
                     "{:<10} {:<34} {:>5} {:<6} {:<5}  {line}",
                     v.name,
@@ -1811,7 +1917,7 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
 /// One attention measurement (forward or backward) against PyTorch's time for the same case.
 fn attention_row(
     version: &'static str,
-    s: &ferrokern::attention::AttentionShape,
+    shape: String,
     causal: bool,
     dtype: &'static str,
     ms: f64,
@@ -1820,7 +1926,7 @@ fn attention_row(
 ) -> ferrokern::attention::AttentionMeasurement {
     ferrokern::attention::AttentionMeasurement {
         version,
-        shape: format!("b{} h{} s{} d{}", s.batch, s.heads, s.seq_q, s.head_dim),
+        shape,
         causal,
         dtype,
         median_ms: ms,
@@ -1834,13 +1940,13 @@ fn attention_row(
 /// The attention table under `label`: TFLOP/s against PyTorch's, per measurement.
 fn print_attention_table(label: &str, rows: &[ferrokern::attention::AttentionMeasurement]) {
     println!(
-        "\n{:<10} {:<22} {:<6} {:>10} {:>8} {:>12} {:>9}",
+        "\n{:<10} {:<26} {:<6} {:>10} {:>8} {:>12} {:>9}",
         label, "shape", "causal", "median ms", "TFLOP/s", "torch TFLOP/s", "ratio"
     );
     for r in rows {
         let f = |v: Option<f64>, p: usize| v.map_or("n/a".to_string(), |x| format!("{x:.p$}"));
         println!(
-            "{:<10} {:<22} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
+            "{:<10} {:<26} {:<6} {:>10.4} {:>8.2} {:>12} {:>9}",
             r.version,
             r.shape,
             r.causal,

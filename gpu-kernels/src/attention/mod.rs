@@ -14,7 +14,7 @@
 //! |---|---|
 //! | [`v01_simt`] | online softmax on the CUDA cores (f32 math on bf16/f16 inputs), a warp per query, K/V tiles staged in shared memory; head dims 32, 64, 96, 128 |
 //! | [`v02_mma`] | FlashAttention-2 on `mma.sync` m16n8k16: 16 query rows per warp, Q fragments in registers, K/V by cp.async double-buffered, online softmax on the accumulator fragments, P re-packed in registers, V by ldmatrix `.trans`; head dims 64 and 128 |
-//! | [`v03_wgmma`] | sm_90a: TMA (rank-3 maps: no tile reads across heads) into a 2-stage mbarrier ring, a producer warpgroup and two consumer warpgroups of 64 query rows, `S = Q K^T` by wgmma from shared memory, `O += P V` by wgmma with P from registers, `setmaxnreg`; head dims 64 and 128, dense batches |
+//! | [`v03_wgmma`] | sm_90a: TMA (rank-3 maps: no tile reads across heads) into a 2-stage mbarrier ring, a producer warpgroup and two consumer warpgroups of 64 query rows, `S = Q K^T` by wgmma from shared memory, `O += P V` by wgmma with P from registers, `setmaxnreg`; head dims 64 and 128, dense and variable-length batches |
 //!
 //! The backward ([`BACKWARD_VERSIONS`]): dQ, dK, dV from Q, K, V, O, dO and the forward's `lse`.
 //!
@@ -130,8 +130,11 @@ type F16 = half::f16;
 type Bf16 = half::bf16;
 
 crate::kernels! {
-    ATTENTION_V01_BF16 = attention_v01_simt_bf16(AttentionParams<Bf16>) => v01_simt::run::<Bf16>;
-    ATTENTION_V01_F16 = attention_v01_simt_f16(AttentionParams<F16>) => v01_simt::run::<F16>;
+    ATTENTION_V01_BF16 = attention_v01_simt_bf16(AttentionParams<Bf16>) => v01_simt::run::<Bf16, false>;
+    ATTENTION_V01_F16 = attention_v01_simt_f16(AttentionParams<F16>) => v01_simt::run::<F16, false>;
+    /// v01 over a variable-length batch (`cu_seqlens_q/k`), head dims 32 to 128.
+    ATTENTION_V01_VARLEN_BF16 = attention_v01_simt_varlen_bf16(AttentionParams<Bf16>) => v01_simt::run::<Bf16, true>;
+    ATTENTION_V01_VARLEN_F16 = attention_v01_simt_varlen_f16(AttentionParams<F16>) => v01_simt::run::<F16, true>;
     /// v02, head dim 64.
     ATTENTION_V02_D64_BF16 = attention_v02_mma_d64_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, false, false>;
     ATTENTION_V02_D64_F16 = attention_v02_mma_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, false>;
@@ -144,12 +147,20 @@ crate::kernels! {
     ATTENTION_V02_VARLEN_D128_BF16 = attention_v02_mma_varlen_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, true>;
     ATTENTION_V02_VARLEN_D128_F16 = attention_v02_mma_varlen_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, true>;
     /// v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64 and 128.
-    ATTENTION_V03_D64_BF16 = attention_v03_wgmma_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, false>;
-    ATTENTION_V03_D64_F16 = attention_v03_wgmma_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, false>;
-    ATTENTION_V03_D128_BF16 = attention_v03_wgmma_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, false>;
-    ATTENTION_V03_D128_F16 = attention_v03_wgmma_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, false>;
+    ATTENTION_V03_D64_BF16 = attention_v03_wgmma_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false>;
+    ATTENTION_V03_D64_F16 = attention_v03_wgmma_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false>;
+    ATTENTION_V03_D128_BF16 = attention_v03_wgmma_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false>;
+    ATTENTION_V03_D128_F16 = attention_v03_wgmma_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false>;
+    /// v03 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_V03_VARLEN_D64_BF16 = attention_v03_wgmma_varlen_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true>;
+    ATTENTION_V03_VARLEN_D64_F16 = attention_v03_wgmma_varlen_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true>;
+    ATTENTION_V03_VARLEN_D128_BF16 = attention_v03_wgmma_varlen_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true>;
+    ATTENTION_V03_VARLEN_D128_F16 = attention_v03_wgmma_varlen_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true>;
     /// Deliberately wrong (tests only): v03 head dim 64 with P's register-A fragment mis-laid.
-    ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, true>;
+    ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_SWAPPED_P }, false>;
+    /// Deliberately wrong (tests only): v03 varlen head dim 64 leaving the next sequence's V
+    /// rows in the last tile.
+    ATTENTION_BUG_V03_TAIL_NOT_ZEROED = attention_bug_v03_tail_not_zeroed(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_TAIL_NOT_ZEROED }, true>;
     /// Deliberately wrong (tests only): v02 head dim 64 with P's A registers 1 and 2 swapped.
     ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true, false>;
     /// Backward: `D = rowsum(dO * O)` (and the atomic path's zeroed dQ accumulator).
@@ -233,6 +244,10 @@ impl AttentionKernel {
     pub const fn required_arch(&self) -> Option<&'static str> {
         if self.tma.is_some() { Some("sm_90a") } else { None }
     }
+    /// Every kernel entry point (both dtypes, dense and varlen).
+    pub fn defs(&self) -> impl Iterator<Item = &'static str> + '_ {
+        [self.bf16.name, self.f16.name].into_iter().chain(self.varlen.iter().flat_map(|v| [v.bf16.name, v.f16.name]))
+    }
 }
 
 /// A version's variable-length kernels (same tiling, threads and shared bytes).
@@ -305,6 +320,7 @@ const fn v03_kernel(
     t: v03_wgmma::WgmmaFlashTiling,
     bf16: &'static crate::KernelDef<AttentionParams<Bf16>>,
     f16: &'static crate::KernelDef<AttentionParams<F16>>,
+    varlen: Option<VarlenKernels>,
 ) -> AttentionKernel {
     AttentionKernel {
         head_dims: one_head_dim(t.d),
@@ -314,7 +330,7 @@ const fn v03_kernel(
         threads: t.threads(),
         shared_bytes: t.shared_bytes(),
         align16: true,
-        varlen: None,
+        varlen,
         tma: Some(AttentionTma { q_box: t.q_box(), kv_box: t.kv_box() }),
     }
 }
@@ -333,7 +349,7 @@ pub const VERSIONS: &[AttentionVersion] = &[
             threads: v01_simt::THREADS,
             shared_bytes: v01_simt::SHARED_BYTES,
             align16: false,
-            varlen: None,
+            varlen: Some(VarlenKernels { bf16: &ATTENTION_V01_VARLEN_BF16, f16: &ATTENTION_V01_VARLEN_F16 }),
             tma: None,
         }],
     },
@@ -359,8 +375,18 @@ pub const VERSIONS: &[AttentionVersion] = &[
         name: "v03_wgmma",
         tensor_cores: true,
         kernels: &[
-            v03_kernel(v03_wgmma::TILING_D64, &ATTENTION_V03_D64_BF16, &ATTENTION_V03_D64_F16),
-            v03_kernel(v03_wgmma::TILING_D128, &ATTENTION_V03_D128_BF16, &ATTENTION_V03_D128_F16),
+            v03_kernel(
+                v03_wgmma::TILING_D64,
+                &ATTENTION_V03_D64_BF16,
+                &ATTENTION_V03_D64_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V03_VARLEN_D64_BF16, f16: &ATTENTION_V03_VARLEN_D64_F16 }),
+            ),
+            v03_kernel(
+                v03_wgmma::TILING_D128,
+                &ATTENTION_V03_D128_BF16,
+                &ATTENTION_V03_D128_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V03_VARLEN_D128_BF16, f16: &ATTENTION_V03_VARLEN_D128_F16 }),
+            ),
         ],
     },
 ];
@@ -371,7 +397,22 @@ pub const VERSIONS: &[AttentionVersion] = &[
 pub const BUG_V03_SWAPPED_P: AttentionVersion = AttentionVersion {
     name: "bug_v03_swapped_p",
     tensor_cores: true,
-    kernels: &[v03_kernel(v03_wgmma::TILING_D64, &ATTENTION_BUG_V03_SWAPPED_P, &ATTENTION_V03_D64_F16)],
+    kernels: &[v03_kernel(v03_wgmma::TILING_D64, &ATTENTION_BUG_V03_SWAPPED_P, &ATTENTION_V03_D64_F16, None)],
+};
+
+/// Deliberately wrong (tests only, not in [`VERSIONS`]): v03 varlen that leaves the next
+/// sequence's V rows in its last key tile, bf16 and head dim 64 only (its dense kernels and
+/// f16 slot are the correct ones).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_V03_TAIL_NOT_ZEROED: AttentionVersion = AttentionVersion {
+    name: "bug_v03_tail_not_zeroed",
+    tensor_cores: true,
+    kernels: &[v03_kernel(
+        v03_wgmma::TILING_D64,
+        &ATTENTION_V03_D64_BF16,
+        &ATTENTION_V03_D64_F16,
+        Some(VarlenKernels { bf16: &ATTENTION_BUG_V03_TAIL_NOT_ZEROED, f16: &ATTENTION_V03_VARLEN_D64_F16 }),
+    )],
 };
 
 /// Deliberately wrong (tests only, not in [`VERSIONS`]): v02 with a wrong P re-pack, bf16 and
@@ -674,33 +715,31 @@ pub fn backward_versions_and_bugs() -> impl Iterator<Item = &'static AttentionBa
     BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS, &BUG_BWD_VARLEN_TOP_LEFT])
 }
 
+/// Every forward version the tests know, the deliberately wrong ones last.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn versions_and_bugs() -> impl Iterator<Item = &'static AttentionVersion> {
+    VERSIONS.iter().chain([&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P, &BUG_V03_TAIL_NOT_ZEROED])
+}
+
+/// The forward kernel with entry point `name`, if any.
+#[cfg(not(target_arch = "nvptx64"))]
+fn forward_kernel(name: &str) -> Option<&'static AttentionKernel> {
+    versions_and_bugs().flat_map(|v| v.kernels.iter()).find(|k| k.defs().any(|d| d == name))
+}
+
 /// Threads per block of `name` if it is an attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
     let bwd = backward_versions_and_bugs().flat_map(|v| v.kernels.iter()).find(|k| k.defs().any(|d| d == name));
-    if let Some(k) = bwd {
-        return Some(k.threads);
+    match bwd {
+        Some(k) => Some(k.threads),
+        None => forward_kernel(name).map(|k| k.threads),
     }
-    VERSIONS
-        .iter()
-        .chain([&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P])
-        .flat_map(|v| v.kernels.iter())
-        .find(|k| {
-            k.bf16.name == name
-                || k.f16.name == name
-                || k.varlen.as_ref().is_some_and(|v| v.bf16.name == name || v.f16.name == name)
-        })
-        .map(|k| k.threads)
 }
 
 /// Blocks per SM to declare for `name` (see `crate::launch_min_blocks`): one for the v03
 /// kernels, whose warpgroups trade registers with `setmaxnreg`.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str) -> Option<u32> {
-    VERSIONS
-        .iter()
-        .chain([&BUG_V02_SWAPPED_P, &BUG_V03_SWAPPED_P])
-        .flat_map(|v| v.kernels.iter())
-        .find(|k| k.tma.is_some() && (k.bf16.name == name || k.f16.name == name))
-        .map(|_| 1)
+    forward_kernel(name).filter(|k| k.tma.is_some()).map(|_| 1)
 }

@@ -14,10 +14,17 @@
 //! # Tiling
 //! The staging, layout and per-warp update live in [`super::tile`], shared with paged decode.
 //!
+//! # Variable length (`VARLEN`)
+//! The varlen entry points read sequence `b`'s first tokens and lengths from `cu_seqlens_q/k`
+//! (layout `[heads, total, d]`, `seq_q` / `seq_k` the totals); the grid covers the longest
+//! sequence and blocks past a shorter one leave before any barrier.
+//!
 //! # Safety
 //! The launcher guarantees the view lengths match the shapes, `d` is a multiple of 32 and at
 //! most [`MAX_HEAD_DIM`], `heads` is a multiple of `kv_heads`, and the grid is
-//! `(ceil(seq_q / WARPS), heads, batch)` with [`THREADS`] threads and [`SHARED_BYTES`].
+//! `(ceil(seq_q / WARPS), heads, batch)` with [`THREADS`] threads and [`SHARED_BYTES`]
+//! (varlen: `ceil(longest / WARPS)`, and offsets checked as `batch + 1` non-decreasing
+//! entries from 0 ending at the totals).
 
 use super::AttentionParams;
 pub use super::tile::{BK, MAX_HEAD_DIM, SHARED_BYTES, THREADS, WARPS};
@@ -27,16 +34,30 @@ use crate::device::warp::lane_id;
 use crate::device::{Element, WARP_SIZE, math};
 
 #[inline(always)]
-pub fn run<T: Element>(p: AttentionParams<T>) {
+pub fn run<T: Element, const VARLEN: bool>(p: AttentionParams<T>) {
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, lane_id());
     let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
-    let (seq_q, seq_k, d) = (p.seq_q as usize, p.seq_k as usize, p.d as usize);
+    let d = p.d as usize;
     let kvh = h / (p.heads / p.kv_heads) as usize;
+    // The (batch, head)'s first query and key rows and its lengths: dense `[batch, heads, seq,
+    // d]`, or varlen `[heads, total, d]` with sequence b at its cumulative offsets.
+    let (q_row0, seq_q, kv_row0, seq_k) = if VARLEN {
+        let (qs, qe) = (p.cu_seqlens_q.load(b) as usize, p.cu_seqlens_q.load(b + 1) as usize);
+        let (ks, ke) = (p.cu_seqlens_k.load(b) as usize, p.cu_seqlens_k.load(b + 1) as usize);
+        (h * p.seq_q as usize + qs, qe - qs, kvh * p.seq_k as usize + ks, ke - ks)
+    } else {
+        let (sq, sk) = (p.seq_q as usize, p.seq_k as usize);
+        ((b * p.heads as usize + h) * sq, sq, (b * p.kv_heads as usize + kvh) * sk, sk)
+    };
+    if VARLEN && block_idx_x() as usize * WARPS as usize >= seq_q {
+        // Varlen: the grid covers the longest sequence; the whole block leaves (no barrier yet).
+        return;
+    }
     let qi = block_idx_x() as usize * WARPS as usize + warp as usize;
     let active = qi < seq_q;
-    let q_base = ((b * p.heads as usize + h) * seq_q + qi) * d;
-    let kv_base = (b * p.kv_heads as usize + kvh) * seq_k * d;
+    let q_base = (q_row0 + qi) * d;
+    let kv_base = kv_row0 * d;
     // Keys this query may see: all, or up to the bottom-right-aligned diagonal.
     let limit =
         |q: usize| -> usize { if p.causal != 0 { (q + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
@@ -65,7 +86,7 @@ pub fn run<T: Element>(p: AttentionParams<T>) {
         if lane == 0 {
             let lse =
                 if l > 0.0 { (row.m + math::log2_approx(l)) * core::f32::consts::LN_2 } else { f32::NEG_INFINITY };
-            p.lse.store((b * p.heads as usize + h) * seq_q + qi, lse);
+            p.lse.store(q_row0 + qi, lse);
         }
     }
 }

@@ -58,8 +58,22 @@
 //! to [`WgmmaFlashTiling::producer_regs`]) and the consumers take them (`setmaxnreg.inc`);
 //! the build declares one block per SM. `tests/ptxas.rs` prints the counts.
 //!
+//! # Variable length (`VARLEN`)
+//! The packed batch (`[heads, total, D]`, sequence `b` from `cu_seqlens_q/k`) uses the same
+//! rank-3 maps over the totals (head dims, tokens, heads): a block's boxes start at its
+//! sequence's first token, and the map zero-fills only past the packed total, so a box that
+//! runs past the sequence reads the next sequence's rows. Those Q rows are computed and never
+//! stored and those keys' scores are masked, but a masked key's `p = 0` times a NaN or
+//! infinite V row of another sequence would still be NaN. So when the block's last key tile
+//! ends past `seq_k` (block-uniform, at most once per block), every consumer thread waits
+//! `v_full`, zeroes its share of the V rows past the sequence (whole 128-byte rows: the swizzle
+//! stays inside a row), issues `fence.proxy.async` (generic writes before the wgmma's async
+//! reads), and the 8 consumer warps meet on the `v_clean` mbarrier before any `P V`. The
+//! isolation test poisons a neighbouring sequence with NaN; a build without the zeroing
+//! (`BUG_TAIL_NOT_ZEROED`) fails it.
+//!
 //! # Scope
-//! Head dims 64 and 128, dense batches (the variable-length kernels are v02's), bf16/f16.
+//! Head dims 64 and 128, dense and variable-length batches, bf16/f16.
 //! A negative scale negates S before the softmax (the descriptors leave no place to flip Q's
 //! sign as v02 does). The output is written from the accumulators, 2 bytes per store (once
 //! per block; staging it through shared memory for 16-byte stores is a later step).
@@ -73,13 +87,14 @@
 use super::AttentionParams;
 use super::v02_mma::{RowState, softmax_tile};
 use crate::device::hopper::{
-    Mbarrier, SmemDesc, Swizzle, TENSOR_MAP_BYTES, TensorMap, WgmmaAccumulator, fence_mbarrier_init,
+    Mbarrier, SmemDesc, Swizzle, TENSOR_MAP_BYTES, TensorMap, WgmmaAccumulator, fence_mbarrier_init, fence_proxy_async,
     fence_tensormap_acquire, setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_3d, wgmma_commit, wgmma_fence,
     wgmma_wait,
 };
 use crate::device::mma::{self, MmaInput};
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
-use crate::device::{WARP_SIZE, math};
+use crate::device::warp::{FULL_MASK, sync_warp};
+use crate::device::{Bytes16, Shared, WARP_SIZE, math};
 
 /// Consumer warpgroups per block (64 query rows each).
 pub const CONSUMERS: u32 = 2;
@@ -143,8 +158,13 @@ impl WgmmaFlashTiling {
     pub const fn empty(self, s: u32) -> u32 {
         self.v_full(self.stages) + 8 * s
     }
-    pub const fn shared_bytes(self) -> u32 {
+    /// Varlen: completes when the consumers have zeroed the V rows of the block's last tile
+    /// that lie past the sequence (one phase per block).
+    pub const fn v_clean(self) -> u32 {
         self.empty(self.stages)
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.v_clean() + 8
     }
     /// The TMA boxes, contiguous dimension first: Q `64 x BM`, K and V `64 x BN` (one plane).
     pub const fn q_box(self) -> [u32; 3] {
@@ -190,20 +210,46 @@ impl HeadDim for D128 {
     type Acc = [f32; 64];
 }
 
-/// The kernel body for head dim `H`. `BUG_SWAP_P`: a deliberately wrong P re-pack (A
-/// registers 1 and 2 swapped: rows `g + 8` and columns `2 t + 8` exchanged) that the tests
-/// must reject.
+/// The correct kernel.
+pub const NO_BUG: u32 = 0;
+/// Deliberately wrong (tests only): P's register-A fragment re-packed with registers 1 and 2
+/// swapped (rows `g + 8` and columns `2 t + 8` exchanged).
+pub const BUG_SWAPPED_P: u32 = 1;
+/// Deliberately wrong (tests only): varlen without zeroing the V rows past the sequence, so
+/// the next sequence's values reach the output through `0 * NaN`.
+pub const BUG_TAIL_NOT_ZEROED: u32 = 2;
+
+/// The kernel body for head dim `H`; `BUG` is [`NO_BUG`] or a deliberate bug the tests must
+/// reject. `VARLEN`: a packed variable-length batch (see the module docs).
 #[inline(always)]
-pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T>) {
+pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: AttentionParams<T>) {
     let cfg = const { H::TILING };
     const { assert!(<H::Acc as WgmmaAccumulator>::N == H::TILING.d, "O's wgmma N is the head dim") };
     let d = cfg.d as usize;
     let tid = thread_idx_x();
     let wg = tid / 128;
+    let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
+    let kvh = h / (p.heads / p.kv_heads) as usize;
+    // The (batch, head)'s first query and key rows in its map plane and its lengths: dense,
+    // plane `batch x heads` from row 0; varlen, plane `head` of the packed `[heads, total, D]`
+    // from the sequence's cumulative offsets.
+    let (q_first, seq_q, k_first, seq_k) = if VARLEN {
+        let (qs, qe) = (p.cu_seqlens_q.load(b) as usize, p.cu_seqlens_q.load(b + 1) as usize);
+        let (ks, ke) = (p.cu_seqlens_k.load(b) as usize, p.cu_seqlens_k.load(b + 1) as usize);
+        (qs, qe - qs, ks, ke - ks)
+    } else {
+        (0, p.seq_q as usize, 0, p.seq_k as usize)
+    };
+    let q0 = block_idx_x() as usize * BM as usize;
+    if VARLEN && q0 >= seq_q {
+        // Varlen: the grid covers the longest sequence; the whole block leaves (no barrier yet).
+        return;
+    }
     let q_full = Mbarrier::at(cfg.q_full());
     let k_full = |s: u32| Mbarrier::at(cfg.k_full(s));
     let v_full = |s: u32| Mbarrier::at(cfg.v_full(s));
     let empty = |s: u32| Mbarrier::at(cfg.empty(s));
+    let v_clean = Mbarrier::at(cfg.v_clean());
     if tid == 0 {
         q_full.init(1);
         let mut s = 0;
@@ -213,14 +259,11 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
             empty(s).init(4 * CONSUMERS);
             s += 1;
         }
+        v_clean.init(4 * CONSUMERS);
         fence_mbarrier_init();
     }
     sync_threads();
 
-    let (b, h) = (block_idx_z() as usize, block_idx_y() as usize);
-    let kvh = h / (p.heads / p.kv_heads) as usize;
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
-    let q0 = block_idx_x() as usize * BM as usize;
     let causal = p.causal != 0;
     // Keys query `i` sees (bottom-right aligned when causal; rows past seq_q see all keys).
     let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
@@ -235,19 +278,22 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
             fence_tensormap_acquire(q_map);
             fence_tensormap_acquire(k_map);
             fence_tensormap_acquire(v_map);
-            let q_plane = (b * p.heads as usize + h) as i32;
-            let kv_plane = (b * p.kv_heads as usize + kvh) as i32;
+            let (q_plane, kv_plane) = if VARLEN {
+                (h as i32, kvh as i32)
+            } else {
+                ((b * p.heads as usize + h) as i32, (b * p.kv_heads as usize + kvh) as i32)
+            };
             q_full.arrive_expect_tx(cfg.q_bytes());
             let mut pn = 0;
             while pn < cfg.panels() {
-                tma_load_3d(cfg.q_offset(pn), q_map, 64 * pn as i32, q0 as i32, q_plane, q_full);
+                tma_load_3d(cfg.q_offset(pn), q_map, 64 * pn as i32, (q_first + q0) as i32, q_plane, q_full);
                 pn += 1;
             }
             let mut j = 0;
             while j < tiles {
                 let (s, round) = (j % cfg.stages, j / cfg.stages);
                 empty(s).wait((round & 1) ^ 1);
-                let row = (j * BN) as i32;
+                let row = (k_first + (j * BN) as usize) as i32;
                 k_full(s).arrive_expect_tx(cfg.kv_bytes());
                 pn = 0;
                 while pn < cfg.panels() {
@@ -304,6 +350,22 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
         // `empty[s]` below must not count toward a phase of a round the other consumer has
         // not finished (waiting here keeps it within the round the producer has filled).
         k_full(s).wait(round & 1);
+        if VARLEN && start + BN as usize > seq_k {
+            // The tile runs past the sequence's keys into the next sequence's rows (the map
+            // zero-fills only past the packed total). Their scores are masked, but `p = 0`
+            // times another sequence's NaN would still be NaN: zero those V rows first. Only
+            // the block's last tile can end past `seq_k`, so this is block-uniform and once.
+            v_full(s).wait(round & 1);
+            if BUG != BUG_TAIL_NOT_ZEROED {
+                zero_v_rows::<H>(s, seq_k - start, tid);
+            }
+            fence_proxy_async();
+            sync_warp(FULL_MASK);
+            if lane == 0 {
+                v_clean.arrive();
+            }
+            v_clean.wait(0);
+        }
         if start < wg_max {
             // S = Q K^T: D / 16 k-steps over the head dims.
             let mut sacc = [0.0f32; 64];
@@ -340,7 +402,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
             let mut pa = [[0u32; 4]; NS / 2];
             unroll16!(kk < NS / 2 => {
                 pa[kk] = mma::a_from_c::<T>(sf[2 * kk], sf[2 * kk + 1]);
-                if BUG_SWAP_P {
+                if BUG == BUG_SWAPPED_P {
                     pa[kk].swap(1, 2);
                 }
             });
@@ -362,7 +424,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
     // Epilogue: normalize and store each thread's pairs (rows g, g + 8; columns 8 i + 2 t).
     let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
     let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
-    let q_row0 = (b * p.heads as usize + h) * seq_q;
+    let q_row0 = if VARLEN { h * p.seq_q as usize + q_first } else { (b * p.heads as usize + h) * seq_q };
     let o = o.as_ref();
     unroll16!(r < 2 => {
         let qi = wq0 + g as usize + 8 * r;
@@ -383,6 +445,33 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG_SWAP_P: bool>(p: AttentionParams<T
                 };
                 p.lse.store(q_row0 + qi, lse);
             }
+        }
+    });
+}
+
+/// Zeroes rows `from .. BN` of stage `s`'s V tile (every panel), shared among the consumer
+/// threads (`ctid` in `0 .. 128 CONSUMERS`). A swizzled row is its own 128 bytes (the swizzle
+/// permutes 16-byte chunks within a row), so whole rows are zeroed without unswizzling. Every
+/// chunk of the tile is visited with constant strides and the rows before `from` skipped, so
+/// there is no runtime divisor (and no panic path: a call would keep ptxas from giving the
+/// consumers their `setmaxnreg` registers).
+#[inline(always)]
+#[track_caller]
+fn zero_v_rows<H: HeadDim>(s: u32, from: usize, ctid: u32) {
+    const CHUNKS_PER_ROW: u32 = PANEL_ROW / 16;
+    const THREADS: u32 = 128 * CONSUMERS;
+    let cfg = const { H::TILING };
+    // Stage 0's V tile onwards, as 16-byte chunks (stage s starts 2 s K/V tiles on).
+    let v = const {
+        let t = H::TILING;
+        Shared::<Bytes16>::at(t.v_offset(0, 0), (t.v_offset(t.stages - 1, 0) + t.kv_bytes() - t.v_offset(0, 0)) / 16)
+    };
+    let stage = s * (cfg.v_offset(1, 0) - cfg.v_offset(0, 0)) / 16;
+    const { assert!((H::TILING.panels() * BN * CHUNKS_PER_ROW).is_multiple_of(THREADS)) };
+    unroll16!(it < (H::TILING.panels() * BN * CHUNKS_PER_ROW / THREADS) as usize => {
+        let i = it as u32 * THREADS + ctid;
+        if (i / CHUNKS_PER_ROW) % BN >= from as u32 {
+            v.store_chunk::<u32, 4>(stage + i, [0; 4]);
         }
     });
 }
