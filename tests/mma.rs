@@ -297,6 +297,23 @@ fn emulator_rejects_a_warpgroup_disagreeing_on_setmaxnreg() {
     }
 }
 
+/// A wgmma must not read shared bytes stored through the generic proxy before the storing
+/// thread's `fence.proxy.async`; the emulator names the storing thread and line (the probe
+/// without the fence, mode bit 8). The same probe with the fence passes (above).
+#[test]
+fn emulator_rejects_a_wgmma_reading_unfenced_stores() {
+    let a = vec![1.0f32; 64 * 16];
+    let b = vec![1.0f32; 16 * 128];
+    match run_wgmma(&Context::emulator(), &a, &b, 128, 256) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("fence.proxy.async") && msg.contains("probe.rs"), "{msg}");
+            println!("rejected: {msg}");
+        }
+        Ok(_) => panic!("a wgmma reading unfenced generic stores must be rejected"),
+    }
+}
+
 fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], n: usize, mode: u32) -> Result<Vec<f32>, Error> {
     let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
     let (ab, bb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?);

@@ -124,6 +124,8 @@ pub(crate) struct BlockCtx {
     pub barrier_epoch: Cell<u32>,
     /// Completed `sync_warp`s per warp.
     pub warp_epoch: Vec<Cell<u32>>,
+    /// `fence.proxy.async` executed so far, per thread.
+    pub proxy_fences: Vec<Cell<u32>>,
     pub posts: RefCell<Vec<Option<Post>>>,
     pub results: Vec<Cell<u32>>,
     /// Tensor-core state: wide collective words and pending `cp.async` copies.
@@ -193,6 +195,7 @@ impl BlockRunner {
             shared: SharedMem::new(self.cfg.shared_bytes),
             barrier_epoch: Cell::new(0),
             warp_epoch: (0..warps).map(|_| Cell::new(0)).collect(),
+            proxy_fences: (0..n).map(|_| Cell::new(0)).collect(),
             posts: RefCell::new(vec![None; n]),
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),

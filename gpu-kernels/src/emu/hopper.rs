@@ -22,8 +22,12 @@
 //!   only if the last wgmma that read it is known complete to the issuing thread: through
 //!   its own `wgmma_wait`, or through an mbarrier phase that the reading warpgroup's threads
 //!   arrived on after their wait (a vector clock over warpgroups carried by mbarrier phases).
-//! - Not modelled: generic-proxy writes read by wgmma without `fence.proxy.async` (allowed),
-//!   the 8 bytes of an mbarrier being touched by plain loads and stores, cluster scope.
+//! - A wgmma may not read bytes last stored by a thread (the generic proxy) unless that thread
+//!   has executed `fence.proxy.async` since the store. That the wgmma is ordered after the
+//!   fence (a barrier in between) is not checked here; the race detector and the kernels'
+//!   tests cover the ordering.
+//! - Not modelled: the 8 bytes of an mbarrier being touched by plain loads and stores, cluster
+//!   scope.
 
 use super::block::{BlockCtx, State, WarpOp, current};
 use super::{FaultKind, Loc};
@@ -245,7 +249,13 @@ pub fn mbar_wait(offset: u32, parity: u32) {
 
 pub fn fence_mbarrier_init() {}
 
-pub fn fence_proxy_async() {}
+/// `fence.proxy.async`: the thread's generic shared-memory writes so far may now be read by
+/// the async proxy (wgmma); counted per thread, checked when a wgmma reads the bytes.
+pub fn fence_proxy_async() {
+    let t = current();
+    let c = &t.block().proxy_fences[t.linear as usize];
+    c.set(c.get() + 1);
+}
 
 pub fn fence_tensormap_acquire(_map: u64) {}
 
@@ -589,6 +599,13 @@ fn wgmma(kind: MmaKind, d: &mut [f32], a: WgmmaA, b: u64, ops: WgmmaOperands) {
                 async_fault(format!("wgmma at {} reads shared byte {addr}, which nothing wrote", at_str(at)));
             }
             None => {}
+        }
+        if let Some((writer, wat)) = block.shared.unfenced_write(block, addr, 2) {
+            async_fault(format!(
+                "wgmma at {} reads shared byte {addr}, stored by thread {writer} at {} with no fence.proxy.async after the store: the async proxy may not see generic writes until the writer fences (before the barrier that orders the wgmma after it)",
+                at_str(at),
+                at_str(wat)
+            ));
         }
         block.hopper.last_read.borrow_mut()[chunk] = Some((wg, op));
         to_f32(kind, block.shared.read::<u16>(addr))

@@ -21,10 +21,12 @@ struct Stamp {
     thread: u32,
     barrier_epoch: u32,
     warp_epoch: u32,
+    /// The thread's `fence.proxy.async` count at the access.
+    proxy_fences: u32,
     at: Option<Loc>,
 }
 
-const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, at: None };
+const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, proxy_fences: 0, at: None };
 
 #[derive(Clone, Copy)]
 struct Granule {
@@ -64,8 +66,21 @@ impl SharedMem {
             thread: t.linear,
             barrier_epoch: block.barrier_epoch.get(),
             warp_epoch: block.warp_epoch[t.warp() as usize].get(),
+            proxy_fences: block.proxy_fences[t.linear as usize].get(),
             at: Some(at),
         }
+    }
+
+    /// The generic-proxy write of `offset .. offset + size` whose thread has not executed
+    /// `fence.proxy.async` since (writer, where), if any: the async proxy (a wgmma) must not
+    /// read it. Bytes a TMA wrote last have no generic writer.
+    pub fn unfenced_write(&self, block: &BlockCtx, offset: u32, size: u32) -> Option<(u32, Loc)> {
+        let shadow = self.shadow.borrow();
+        (offset / GRANULE..(offset + size).div_ceil(GRANULE)).find_map(|g| {
+            let w = &shadow[g as usize].write;
+            (w.thread != NOBODY && block.proxy_fences[w.thread as usize].get() == w.proxy_fences)
+                .then(|| (w.thread, w.at.expect("recorded writes have a location")))
+        })
     }
 
     /// Is the earlier access `s` ordered before `now` (by the same or another thread)?

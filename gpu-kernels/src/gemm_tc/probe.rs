@@ -149,7 +149,8 @@ pub struct WgmmaProbeParams {
     /// bit 4: m64n256k16 instead of m64n128k16; bit 5 (emulator only): the warpgroup first
     /// runs `setmaxnreg.inc`, warp 1 with another count than the others; bit 6: A from
     /// registers (built by the documented register-A layout, bit 0 ignored); bit 7 with bit
-    /// 6: the deliberate bug (A registers 1 and 2 swapped).
+    /// 6: the deliberate bug (A registers 1 and 2 swapped); bit 8 (emulator only): no
+    /// `fence.proxy.async` between the stores and the wgmma.
     pub mode: u32,
     pub _pad: u32,
 }
@@ -208,7 +209,9 @@ fn wgmma_n<D: crate::device::hopper::WgmmaAccumulator>(p: WgmmaProbeParams) {
         e += WGMMA_PROBE_THREADS;
     }
     // The stores are generic-proxy writes that wgmma (the async proxy) reads.
-    fence_proxy_async();
+    if p.mode & 256 == 0 {
+        fence_proxy_async();
+    }
     sync_threads();
     let sbo = if p.mode & 4 != 0 { 512 } else { 1024 };
     let a_at = if p.mode & 8 != 0 && t / 32 == 1 { 16 } else { 0 };
