@@ -104,9 +104,20 @@ fn arch_ok(ctx: &Context, k: &AttentionKernel) -> std::result::Result<(), String
 }
 
 fn supported_dims() -> String {
-    VERSIONS
-        .iter()
-        .map(|v| format!("{}: {}", v.name, v.head_dims().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")))
+    dims_by_version(VERSIONS.iter().map(|v| (v.name, v.kernels)), |k| Some(k.head_dims))
+}
+
+/// `name: d, d; name: none; ...` for error messages: per version, the head dims of its
+/// kernels that `dims` keeps.
+pub(crate) fn dims_by_version<'a, K: 'a>(
+    versions: impl Iterator<Item = (&'static str, &'a [K])>,
+    dims: impl Fn(&K) -> Option<&'static [u32]>,
+) -> String {
+    versions
+        .map(|(name, kernels)| {
+            let d: Vec<String> = kernels.iter().filter_map(&dims).flatten().map(|d| d.to_string()).collect();
+            format!("{name}: {}", if d.is_empty() { "none".to_string() } else { d.join(", ") })
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -437,19 +448,7 @@ pub fn attention_varlen<T: AttentionFloat>(
 
 /// Every head dim some version's variable-length kernels support, for error messages.
 fn varlen_dims() -> String {
-    VERSIONS
-        .iter()
-        .map(|v| {
-            let dims: Vec<String> = v
-                .kernels
-                .iter()
-                .filter(|k| k.varlen.is_some())
-                .flat_map(|k| k.head_dims.iter().map(|d| d.to_string()))
-                .collect();
-            format!("{}: {}", v.name, if dims.is_empty() { "none".to_string() } else { dims.join(", ") })
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    dims_by_version(VERSIONS.iter().map(|v| (v.name, v.kernels)), |k| k.varlen.is_some().then_some(k.head_dims))
 }
 
 /// As [`attention_varlen`], with a chosen version.

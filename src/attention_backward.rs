@@ -75,11 +75,7 @@ pub fn default_version(head_dim: usize, aligned16: bool) -> Option<&'static Atte
 
 /// Every head dim some version supports, for error messages.
 fn supported_dims() -> String {
-    BACKWARD_VERSIONS
-        .iter()
-        .map(|v| format!("{}: {}", v.name, v.head_dims().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")))
-        .collect::<Vec<_>>()
-        .join("; ")
+    attention::dims_by_version(BACKWARD_VERSIONS.iter().map(|v| (v.name, v.kernels)), |k| Some(k.head_dims))
 }
 
 /// The backward's inputs: the forward's (`q`, `k`, `v`, shape, mask, scale), its outputs `o`
@@ -242,20 +238,9 @@ pub fn default_varlen_version(head_dim: usize, aligned16: bool) -> Option<&'stat
 
 /// Every head dim some version's variable-length kernels support, for error messages.
 fn varlen_dims() -> String {
-    BACKWARD_VERSIONS
-        .iter()
-        .map(|v| {
-            let dims: Vec<String> = v
-                .kernels
-                .iter()
-                .filter(|k| k.varlen.is_some())
-                .flat_map(|k| k.head_dims)
-                .map(|d| d.to_string())
-                .collect();
-            format!("{}: {}", v.name, dims.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    attention::dims_by_version(BACKWARD_VERSIONS.iter().map(|v| (v.name, v.kernels)), |k| {
+        k.varlen.is_some().then_some(k.head_dims)
+    })
 }
 
 /// dQ, dK, dV of [`attention::attention_varlen`] with the highest version that has
