@@ -26,7 +26,9 @@ use gpu_kernels::KernelDef;
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::paged::v01_simt::{MAX_HEAD_DIM, THREADS, WARPS, causal_limit, partial_words};
 use gpu_kernels::paged::{self as k, MAX_Q_LEN, PagedAppendParams, PagedDecodeParams, TILE_KEYS};
-pub use gpu_kernels::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS, PagedVersion, VERSIONS};
+pub use gpu_kernels::paged::{
+    BUG_V03_NO_ROW_LIMIT, BUG_V03_Q_ROW_TILE0, BUG_V03_V_NO_TRANS, BUGS, PagedVersion, VERSIONS,
+};
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -74,7 +76,9 @@ pub const MMA_MIN_ROWS: usize = 8;
 ///   estimate ~22 B/cycle of issue at 4 rows per block against the ~16.5 B/cycle an SM's
 ///   share of H200 DRAM needs, so at 8 rows it is at or past the point where issue, not DRAM,
 ///   limits it. v03's tensor-core work per tile is the same for 1 to 16 rows (one padded m16
-///   tile), ~240 warp instructions per 16 KB tile at d = 128.
+///   row tile), ~240 warp instructions per 16 KB tile at d = 128 and row tile. Past 16 rows
+///   the bytes decide too: v02 runs `ceil(rows / 16)` blocks per kv head, each reading its
+///   K/V, while v03 puts up to 64 rows (4 row tiles) in one block and reads them once.
 /// - fewer rows: `v02_vec`. Both are predicted DRAM-bound there, so speed should not decide;
 ///   v02 spends nothing on padded rows and keeps 4 warps per block to v03's 2.
 pub fn pick_version(rows: usize, aligned: bool) -> &'static PagedVersion {
@@ -162,7 +166,8 @@ pub const AUTO_MIN_CHUNK: usize = 256;
 /// `(splits, split_keys)` for a batch whose longest context is `max_ctx`, run by `v`.
 ///
 /// The auto rule: with `blocks = batch * kv_heads * row_groups` blocks per chunk (row groups
-/// as `v` packs the `q_len * heads / kv_heads` rows of a kv head), no split when `blocks >=`
+/// as `v` packs the `q_len * heads / kv_heads` rows of a kv head: v03 takes up to 64 rows in
+/// one block, so a GQA-8 speculative step is one block per kv head), no split when `blocks >=`
 /// [`AUTO_TARGET_BLOCKS`] (the grid already fills 132 SMs twice) or `max_ctx < 2 *`
 /// [`AUTO_MIN_CHUNK`]; otherwise `ceil(AUTO_TARGET_BLOCKS / blocks)` chunks, at most
 /// `max_ctx / AUTO_MIN_CHUNK`, each `ceil(max_ctx / splits)` tokens rounded up to the
@@ -441,12 +446,7 @@ pub fn paged_decode_with<T: PagedFloat>(
         o: o.global_mut(),
         partial: GlobalMut::empty(),
     };
-    let grid_y = (s.kv_heads * v.row_groups(s.heads as u32, s.kv_heads as u32, s.q_len as u32) as usize) as u32;
-    let decode = LaunchConfig {
-        grid: Dim3::new(splits as u32, grid_y, s.batch as u32),
-        block: Dim3::x(v.threads),
-        shared_bytes: v.shared_bytes,
-    };
+    let decode = decode_launch(v, &s, splits);
     if splits == 1 {
         return ctx.launch(T::decode(v), decode, params);
     }
@@ -462,6 +462,20 @@ pub fn paged_decode_with<T: PagedFloat>(
         };
         ctx.launch(T::COMBINE, combine, params)
     })
+}
+
+/// The decode kernel's launch for `s` run by `v` over `splits` context chunks: grid x = chunk,
+/// y = kv head x its row groups ([`PagedVersion::row_groups`]), z = sequence; a block of
+/// [`PagedVersion::threads`] for the shape's rows per kv head (v03: 64 threads per m16 row
+/// tile, so up to 64 rows per kv head are one block per (sequence, kv head, chunk)).
+pub fn decode_launch(v: &PagedVersion, s: &PagedShape, splits: usize) -> LaunchConfig {
+    let (heads, kv_heads, q_len) = (s.heads as u32, s.kv_heads.max(1) as u32, s.q_len as u32);
+    let grid_y = kv_heads * v.row_groups(heads, kv_heads, q_len);
+    LaunchConfig {
+        grid: Dim3::new(splits as u32, grid_y, s.batch as u32),
+        block: Dim3::x(v.threads(s.rows_per_kv_head() as u32)),
+        shared_bytes: v.shared_bytes,
+    }
 }
 
 /// Append's inputs: one new token per sequence, written at position `context_lens[b]`

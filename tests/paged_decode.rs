@@ -2,15 +2,16 @@
 //! rule, every version of the ladder, on the emulator always and the GPU when present: random
 //! batches of variable context lengths over shuffled physical pages (every row outside a
 //! context is NaN), GQA, page sizes 16/32/64, 1 to 8 new query tokens (causal among
-//! themselves), with and without split-K; the append kernel; the auto split rule; and bad
-//! block tables.
+//! themselves), with and without split-K; v03's row tiles (1 to 64 rows of a kv head in one
+//! block, more in balanced row groups) and its launch shape; the append kernel; the auto split
+//! rule; and bad block tables.
 
 mod common;
 
 use ferrokern::paged::{
-    AUTO_MIN_CHUNK, AUTO_TARGET_BLOCKS, MMA_MIN_ROWS, PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape,
-    PagedTables, PagedVersion, Split, VERSIONS, check_with, paged_append, paged_decode, paged_decode_with,
-    pick_version, split_plan, version,
+    AUTO_MIN_CHUNK, AUTO_TARGET_BLOCKS, BUGS, MMA_MIN_ROWS, PagedAppendInput, PagedCase, PagedDecodeInput, PagedShape,
+    PagedTables, PagedVersion, Split, VERSIONS, check_with, decode_launch, paged_append, paged_decode,
+    paged_decode_with, pick_version, split_plan, version,
 };
 use ferrokern::{Context, DType, Error};
 use half::bf16;
@@ -37,7 +38,7 @@ proptest! {
     #[test]
     fn paged_decode_matches_reference(
         dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
-        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 1), (8, 2), (6, 1), (12, 2), (8, 1), (16, 2)]),
+        (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 1), (8, 2), (6, 1), (12, 2), (8, 1), (16, 2), (16, 1), (24, 2)]),
         head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
         page_size in proptest::sample::select(vec![16usize, 32, 64]),
         q_len in proptest::sample::select(vec![1usize, 1, 2, 3, 4, 5, 6, 7, 8]),
@@ -162,20 +163,16 @@ fn split_is_deterministic() {
     }
 }
 
+/// A shape for the launch rules alone (head dim 128, pages of 16, a one-page cache).
+fn launch_shape(batch: usize, heads: usize, kv_heads: usize, q_len: usize) -> PagedShape {
+    PagedShape { batch, heads, kv_heads, q_len, head_dim: 128, page_size: 16, num_pages: 1, max_pages: 1 }
+}
+
 #[test]
 fn auto_split_rule_edges() {
     let v02 = version("v02_vec").unwrap();
     let v01 = &VERSIONS[0];
-    let shape = |batch: usize, kv_heads: usize, heads: usize, q_len: usize| PagedShape {
-        batch,
-        heads,
-        kv_heads,
-        q_len,
-        head_dim: 128,
-        page_size: 16,
-        num_pages: 1,
-        max_pages: 1,
-    };
+    let shape = |batch, kv_heads, heads, q_len| launch_shape(batch, heads, kv_heads, q_len);
     let plan = |v: &PagedVersion, s: PagedShape, ctx: usize| split_plan(v, &s, ctx, Split::Auto);
     // Batch 1 x 32k, 8 kv heads of 4 query heads: 8 blocks, 33 chunks wanted, 993 tokens
     // rounded to 1024 gives 32 chunks, 256 blocks (~2 per SM).
@@ -195,6 +192,12 @@ fn auto_split_rule_edges() {
     let s = shape(66, 1, 4, 4);
     assert_eq!(plan(v01, s, 4096), (1, 0), "66 x 4 = 264 v01 blocks");
     assert_eq!(plan(v02, s, 4096).0, 4, "66 v02 blocks want 4 chunks");
+    // v03 takes a GQA-8 speculative step's 64 rows per kv head in one block (v02 needs 4):
+    // batch 16 x 4 kv heads is 64 blocks, so 5 chunks of 832 tokens of a 4096-token context
+    // (ceil(264 / 64) = 5, 4096 / 5 -> 832) where v02's 256 blocks want only 2.
+    let v03 = version("v03_mma").unwrap();
+    assert_eq!(plan(v03, shape(16, 4, 32, 8), 4096), (5, 832));
+    assert_eq!(plan(v02, shape(16, 4, 32, 8), 4096), (2, 2048));
     // Explicit chunks: one chunk covering the context is no split.
     assert_eq!(split_plan(v02, &shape(1, 1, 1, 1), 64, Split::Keys(64)), (1, 0));
     assert_eq!(split_plan(v02, &shape(1, 1, 1, 1), 65, Split::Keys(64)), (2, 64));
@@ -359,16 +362,7 @@ fn pick_version_follows_the_rows_per_kv_head() {
     }
     // GQA-8 decode (8 rows) and GQA-4 with 2 new tokens go to the tensor cores; MHA decode
     // and GQA-4 decode stay on v02.
-    let s = |heads, kv_heads, q_len| PagedShape {
-        batch: 1,
-        heads,
-        kv_heads,
-        q_len,
-        head_dim: 128,
-        page_size: 16,
-        num_pages: 1,
-        max_pages: 1,
-    };
+    let s = |heads, kv_heads, q_len| launch_shape(1, heads, kv_heads, q_len);
     assert_eq!(s(32, 4, 1).rows_per_kv_head(), 8);
     assert_eq!(pick_version(s(32, 4, 1).rows_per_kv_head(), true).name, "v03_mma");
     assert_eq!(pick_version(s(32, 8, 2).rows_per_kv_head(), true).name, "v03_mma");
@@ -385,7 +379,7 @@ fn pick_version_follows_the_rows_per_kv_head() {
 
 #[test]
 fn broken_v03_variants_are_rejected() {
-    use ferrokern::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS};
+    use ferrokern::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_Q_ROW_TILE0, BUG_V03_V_NO_TRANS};
     let ctx = Context::emulator();
     // V's B fragments without .trans: the P V product reads V transposed within each 16 x 16
     // block. Plain decode, GQA group 8, one sequence of 70 tokens.
@@ -403,5 +397,113 @@ fn broken_v03_variants_are_rejected() {
         assert!(!r.passed(), "{split:?}: the missing row limit passed the check: {r}");
         println!("missing row limit ({split:?}) rejected: {r}");
         run_with(&ctx, &c, version("v03_mma").unwrap());
+    }
+    // Every row tile gathering the first tile's queries: invisible with one row tile (16 rows
+    // or fewer: the same kernel as v03, so it must pass there), wrong for every row past the
+    // 16th: GQA 8 with 3 and 8 new tokens (24 and 64 rows), group 16 with 5 (80 rows, two
+    // row groups of 3 tiles), split and not.
+    let c16 = PagedCase { heads: 8, kv_heads: 1, q_len: 2, ..case(vec![70, 2], 16, Split::Off, false, 43) };
+    run_with(&ctx, &c16, &BUG_V03_Q_ROW_TILE0);
+    for (heads, q_len, split) in [(8, 3, Split::Off), (8, 8, Split::Keys(32)), (16, 5, Split::Off)] {
+        let c = PagedCase { heads, kv_heads: 1, q_len, ..case(vec![70, q_len], 32, split, false, 44) };
+        let r = check_with(&ctx, &c, &BUG_V03_Q_ROW_TILE0).expect("it runs");
+        assert!(!r.passed(), "{heads} heads q_len {q_len} {split:?}: row tiles reading tile 0's queries passed: {r}");
+        println!("row tiles reading tile 0's queries ({heads} heads, q_len {q_len}, {split:?}) rejected: {r}");
+        run_with(&ctx, &c, version("v03_mma").unwrap());
+    }
+}
+
+#[test]
+fn v03_row_tiles_cover_17_to_64_rows_and_past() {
+    // Rows per kv head (query heads per kv head x new tokens) across one to four m16 row tiles
+    // of one block: 17 (group 17), 18 (6 x 3), 20 (4 x 5), 24 (8 x 3), 32 (8 x 4), 40, 48, 56,
+    // 64 (8 x 8; also 32 x 2 and plain decode at group 64); rows past 64 in balanced row
+    // groups: 66 (33 x 2: two blocks of 3 tiles), 72 (9 x 8: 48 + 24 rows, the second block
+    // with a padding tile), 80 (16 x 5); and group 1 with 8 new tokens (8 rows). Both dtypes,
+    // page sizes 16/32/64, head dims 32 to 128, split and not, causal per row (contexts of
+    // exactly the new tokens, inside a page, past a few tiles), two kv heads where it is cheap.
+    let v03 = version("v03_mma").unwrap();
+    let shapes: [(usize, usize, usize); 16] = [
+        (17, 1, 1),
+        (6, 1, 3),
+        (4, 1, 5),
+        (8, 1, 3),
+        (16, 2, 4),
+        (8, 1, 5),
+        (16, 2, 6),
+        (8, 1, 7),
+        (8, 1, 8),
+        (32, 1, 2),
+        (64, 1, 1),
+        (33, 1, 2),
+        (9, 1, 8),
+        (16, 1, 5),
+        (1, 1, 8),
+        (2, 2, 8),
+    ];
+    let mut n = 0;
+    for ctx in common::backends("v03_row_tiles") {
+        for (k, &(heads, kv_heads, q_len)) in shapes.iter().enumerate() {
+            for split in [Split::Off, Split::Keys(64)] {
+                let c = PagedCase {
+                    dtype: if k % 2 == 0 { DType::BF16 } else { DType::F16 },
+                    heads,
+                    kv_heads,
+                    q_len,
+                    head_dim: [32, 64, 96, 128][k % 4],
+                    page_size: [16, 32, 64][k % 3],
+                    context_lens: vec![q_len, 37 + q_len, 150],
+                    split,
+                    append: false,
+                    seed: 200 + n,
+                };
+                run_with(&ctx, &c, v03);
+                n += 1;
+            }
+        }
+    }
+    println!("v03: {n} row-tile cases passed");
+}
+
+#[test]
+fn v03_launch_is_one_block_per_kv_head_up_to_64_rows() {
+    // One block per (chunk, kv head, sequence) with 64 threads per m16 row tile up to 64 rows
+    // per kv head; past that, the fewest blocks of at most 4 tiles with the rows spread evenly.
+    let v03 = version("v03_mma").unwrap();
+    let shape = |heads, kv_heads, q_len| launch_shape(3, heads, kv_heads, q_len);
+    let max = ferrokern::gpu_kernels::launch_threads(v03.bf16.name).expect("v03 has a block size");
+    assert_eq!(max, 256, "4 row tiles of 2 warps");
+    for kv_heads in [1, 2, 8] {
+        for group in 1..=40 {
+            for q_len in 1..=8 {
+                let s = shape(group * kv_heads, kv_heads, q_len);
+                let rows = s.rows_per_kv_head();
+                assert_eq!(rows, group * q_len);
+                let cfg = decode_launch(v03, &s, 5);
+                let (gx, gy, gz) = (cfg.grid.x as usize, cfg.grid.y as usize, cfg.grid.z as usize);
+                let threads = cfg.block.count() as usize;
+                let what = format!("group {group} x q_len {q_len} = {rows} rows, {kv_heads} kv heads");
+                assert_eq!((gx, gz, cfg.shared_bytes), (5, 3, v03.shared_bytes), "{what}");
+                assert!(threads <= max as usize && threads.is_multiple_of(64), "{what}: {threads} threads");
+                let (groups, tiles) = (gy / kv_heads, threads / 64);
+                assert_eq!(gy, kv_heads * groups, "{what}");
+                if rows <= 64 {
+                    assert_eq!((groups, tiles), (1, rows.div_ceil(16)), "{what}: one block per kv head");
+                } else {
+                    assert_eq!(groups, rows.div_ceil(64), "{what}: the fewest row groups");
+                    // Balanced: the groups' 16-row tiles hold the rows, one tile fewer would not.
+                    assert!(groups * tiles * 16 >= rows && groups * (tiles - 1) * 16 < rows, "{what}: {tiles} tiles");
+                }
+            }
+        }
+    }
+    // Every version's blocks cover a kv head's rows with no block left empty.
+    for v in VERSIONS.iter().chain(BUGS) {
+        for rows in 1..=300u32 {
+            let per = v.rows_per_block(rows);
+            let groups = v.row_groups(rows, 1, 1);
+            assert!(groups * per >= rows && (groups - 1) * per < rows, "{}: {rows} rows", v.name);
+            assert!(v.threads(rows) <= v.max_threads(), "{}: {rows} rows", v.name);
+        }
     }
 }

@@ -316,7 +316,7 @@ fn attention_backward_kernels_have_no_spills_or_local_memory() {
 /// 16-byte cp.async (LDGSTS.128), no local memory, no spills or stack frame, on every arch.
 #[test]
 fn paged_decode_mma_sass_has_hmma_ldmatrix_and_async_copies() {
-    use ferrokern::paged::{BUG_V03_NO_ROW_LIMIT, BUG_V03_V_NO_TRANS, VERSIONS};
+    use ferrokern::paged::{BUGS, VERSIONS};
     let (ptxas, nvdisasm) = (tool("ptxas"), tool("nvdisasm"));
     let tc: Vec<_> = VERSIONS.iter().filter(|v| v.tensor_cores).collect();
     assert!(!tc.is_empty(), "the paged ladder has a tensor-core version");
@@ -324,10 +324,7 @@ fn paged_decode_mma_sass_has_hmma_ldmatrix_and_async_copies() {
         let (rows, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
         let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
         let _ = std::fs::remove_file(cubin);
-        let kernels = tc
-            .iter()
-            .flat_map(|v| [v.bf16.name, v.f16.name])
-            .chain([BUG_V03_V_NO_TRANS.bf16.name, BUG_V03_NO_ROW_LIMIT.bf16.name]);
+        let kernels = tc.iter().flat_map(|v| [v.bf16.name, v.f16.name]).chain(BUGS.iter().map(|v| v.bf16.name));
         for k in kernels {
             let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
             let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
@@ -355,6 +352,15 @@ fn paged_decode_mma_sass_has_hmma_ldmatrix_and_async_copies() {
                 get("BAR"),
                 tc[0].shared_bytes
             );
+            // The block grows to 4 row tiles (`max_threads`): it must fit one SM's registers
+            // (64K, allocated per warp in units of 256), and how many fit is the residency the
+            // module docs predict from.
+            let v = tc[0];
+            let per_warp = (r.registers * 32).div_ceil(256) * 256;
+            let resident: Vec<u32> =
+                (1..=v.max_row_tiles).map(|tiles| 65_536 / (per_warp * v.tile_threads / 32 * tiles)).collect();
+            assert!(resident.iter().all(|&b| b >= 1), "{arch} {k}: a {}-thread block does not fit", v.max_threads());
+            println!("{arch} {k}: blocks per SM by registers at 1..={} row tiles: {resident:?}", v.max_row_tiles);
         }
     }
 }

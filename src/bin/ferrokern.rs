@@ -1379,9 +1379,13 @@ fn paged_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     let (mut count, mut failed) = (0, 0);
     println!("\n{:<12} {:<32} {:>5}  result", "paged_decode", "case", "dtype");
     for (v, dtype) in VERSIONS.iter().flat_map(|v| [DType::BF16, DType::F16].map(|d| (v, d))) {
-        for (page_size, split, q_len) in
-            [(16, Split::Off, 1), (32, Split::Keys(64), 1), (64, Split::Auto, 1), (16, Split::Keys(32), 4)]
-        {
+        for (page_size, split, q_len) in [
+            (16, Split::Off, 1),
+            (32, Split::Keys(64), 1),
+            (64, Split::Auto, 1),
+            (16, Split::Keys(32), 4),
+            (32, Split::Off, 8),
+        ] {
             let case = PagedCase {
                 dtype,
                 heads: 8,

@@ -35,7 +35,7 @@
 //! |---|---|
 //! | [`v01_simt`] | CUDA cores, f32 math; scalar 2-byte loads, a block-table lookup per element, K/V staged as f32 in shared memory; 4 rows per block |
 //! | [`v02_vec`] | 16-byte `cp.async` loads (one table lookup per page a thread touches), a 2-stage pipeline, raw 16-bit tiles; 16 rows per block, so a kv head's KV is read once for up to 16 (token, head) rows |
-//! | [`v03_mma`] | the block's 16 rows as one m16 tile on `mma.sync` m16n8k16 (sm_80+): `S = Q K^T` and `O += P V` on the tensor cores, online softmax on the accumulator fragments, P re-packed in registers, V by `ldmatrix .trans`; v02's tiles and pipeline, 2 warps splitting each tile's keys, merged at the end |
+//! | [`v03_mma`] | m16 row tiles on `mma.sync` m16n8k16 (sm_80+): `S = Q K^T` and `O += P V` on the tensor cores, online softmax on the accumulator fragments, P re-packed in registers, V by `ldmatrix .trans`; v02's tiles and pipeline, 2 warps per row tile splitting each tile's keys, merged at the end; 1 to 4 row tiles per block, sized at launch, so a kv head's KV is read once for up to 64 rows (GQA 8 x 8 new tokens) |
 
 pub mod v01_simt;
 pub mod v02_vec;
@@ -108,6 +108,8 @@ crate::kernels! {
     PAGED_DECODE_BUG_V03_V_NO_TRANS = paged_decode_bug_v03_v_no_trans(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_V_NO_TRANS }>;
     /// Deliberately wrong (tests only): v03 without the per-row key limit (causal, padding).
     PAGED_DECODE_BUG_V03_NO_ROW_LIMIT = paged_decode_bug_v03_no_row_limit(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_NO_ROW_LIMIT }>;
+    /// Deliberately wrong (tests only): v03 where every row tile gathers the first one's queries.
+    PAGED_DECODE_BUG_V03_Q_ROW_TILE0 = paged_decode_bug_v03_q_row_tile0(PagedDecodeParams<Bf16>) => v03_mma::run::<Bf16, { v03_mma::BUG_Q_ROW_TILE0 }>;
     PAGED_DECODE_COMBINE_BF16 = paged_decode_combine_bf16(PagedDecodeParams<Bf16>) => v01_simt::combine::<Bf16>;
     PAGED_DECODE_COMBINE_F16 = paged_decode_combine_f16(PagedDecodeParams<F16>) => v01_simt::combine::<F16>;
     PAGED_APPEND_BF16 = paged_append_bf16(PagedAppendParams<Bf16>) => v01_simt::append::<Bf16>;
@@ -128,10 +130,14 @@ pub struct PagedVersion {
     pub name: &'static str,
     pub bf16: &'static crate::KernelDef<PagedDecodeParams<Bf16>>,
     pub f16: &'static crate::KernelDef<PagedDecodeParams<F16>>,
-    pub threads: u32,
+    /// Threads per row tile: a block is 1 to [`PagedVersion::max_row_tiles`] of them.
+    pub tile_threads: u32,
+    /// Query rows (new token x query head of one kv group) per row tile.
+    pub tile_rows: u32,
+    /// Most row tiles one block takes (1: a fixed block of `tile_threads`).
+    pub max_row_tiles: u32,
+    /// Dynamic shared memory of every block size.
     pub shared_bytes: u32,
-    /// Query rows (new token x query head of one kv group) one block owns.
-    pub rows_per_block: u32,
     /// Nonzero: K/V are read in 16-byte chunks, so the caches must be 16-byte aligned.
     pub vector_loads: bool,
     /// `mma.sync` on the tensor cores (sm_80+; the SASS gate checks HMMA, LDSM, LDGSTS).
@@ -147,10 +153,35 @@ impl core::fmt::Debug for PagedVersion {
 
 #[cfg(not(target_arch = "nvptx64"))]
 impl PagedVersion {
-    /// Blocks along grid y per kv head: its `q_len * heads / kv_heads` rows in groups of
-    /// [`PagedVersion::rows_per_block`].
+    /// Row tiles per block for a kv head of `rows` query rows: as few row groups (blocks per
+    /// kv head) as the block's largest size allows, `ceil(rows / (tile_rows *
+    /// max_row_tiles))`, and the rows spread evenly over them, so a block carries at most one
+    /// partly padded tile. The kernel reads it back from its block size.
+    pub const fn row_tiles(&self, rows: u32) -> u32 {
+        let groups = rows.div_ceil(self.tile_rows * self.max_row_tiles);
+        if groups == 0 { 1 } else { rows.div_ceil(groups * self.tile_rows) }
+    }
+
+    /// Threads of the decode block for `rows` query rows per kv head.
+    pub const fn threads(&self, rows: u32) -> u32 {
+        self.row_tiles(rows) * self.tile_threads
+    }
+
+    /// The largest block: what the PTX is declared for ([`launch_threads`]).
+    pub const fn max_threads(&self) -> u32 {
+        self.max_row_tiles * self.tile_threads
+    }
+
+    /// Query rows one block owns for `rows` per kv head.
+    pub const fn rows_per_block(&self, rows: u32) -> u32 {
+        self.row_tiles(rows) * self.tile_rows
+    }
+
+    /// Blocks along grid y per kv head: its `rows = q_len * heads / kv_heads` rows in groups
+    /// of [`PagedVersion::rows_per_block`].
     pub const fn row_groups(&self, heads: u32, kv_heads: u32, q_len: u32) -> u32 {
-        (q_len * (heads / kv_heads)).div_ceil(self.rows_per_block)
+        let rows = q_len * (heads / kv_heads);
+        rows.div_ceil(self.rows_per_block(rows))
     }
 }
 
@@ -161,9 +192,10 @@ pub const VERSIONS: &[PagedVersion] = &[
         name: "v01_simt",
         bf16: &PAGED_DECODE_V01_BF16,
         f16: &PAGED_DECODE_V01_F16,
-        threads: v01_simt::THREADS,
+        tile_threads: v01_simt::THREADS,
+        tile_rows: v01_simt::WARPS,
+        max_row_tiles: 1,
         shared_bytes: v01_simt::SHARED_BYTES,
-        rows_per_block: v01_simt::WARPS,
         vector_loads: false,
         tensor_cores: false,
     },
@@ -171,9 +203,10 @@ pub const VERSIONS: &[PagedVersion] = &[
         name: "v02_vec",
         bf16: &PAGED_DECODE_V02_BF16,
         f16: &PAGED_DECODE_V02_F16,
-        threads: v02_vec::THREADS,
+        tile_threads: v02_vec::THREADS,
+        tile_rows: v02_vec::MAX_ROWS,
+        max_row_tiles: 1,
         shared_bytes: v02_vec::SHARED_BYTES,
-        rows_per_block: v02_vec::MAX_ROWS,
         vector_loads: true,
         tensor_cores: false,
     },
@@ -190,9 +223,10 @@ const fn v03(
         name,
         bf16,
         f16,
-        threads: v03_mma::THREADS,
+        tile_threads: v03_mma::TILE_THREADS,
+        tile_rows: v03_mma::ROWS,
+        max_row_tiles: v03_mma::MAX_ROW_TILES,
         shared_bytes: v03_mma::SHARED_BYTES,
-        rows_per_block: v03_mma::ROWS,
         vector_loads: true,
         tensor_cores: true,
     }
@@ -211,12 +245,23 @@ pub const BUG_V03_V_NO_TRANS: PagedVersion =
 pub const BUG_V03_NO_ROW_LIMIT: PagedVersion =
     v03(&PAGED_DECODE_BUG_V03_NO_ROW_LIMIT, &PAGED_DECODE_V03_F16, "bug_v03_no_row_limit");
 
-/// Threads per block of `name` if it is a paged-attention kernel.
+/// Deliberately wrong (tests only): v03 where every row tile gathers the queries of the
+/// block's first row tile (its key limits and output rows are right), so every row past the
+/// 16th is wrong; bf16 only, as above.
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_V03_Q_ROW_TILE0: PagedVersion =
+    v03(&PAGED_DECODE_BUG_V03_Q_ROW_TILE0, &PAGED_DECODE_V03_F16, "bug_v03_q_row_tile0");
+
+/// The deliberately wrong variants of the ladder (tests only).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUGS: &[PagedVersion] = &[BUG_V03_V_NO_TRANS, BUG_V03_NO_ROW_LIMIT, BUG_V03_Q_ROW_TILE0];
+
+/// Largest block (threads) of `name` if it is a paged-attention kernel: the launcher sizes a
+/// decode block from the rows ([`PagedVersion::threads`]), never above this.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    let all = VERSIONS.iter().chain([&BUG_V03_V_NO_TRANS, &BUG_V03_NO_ROW_LIMIT]);
-    if let Some(v) = all.into_iter().find(|v| v.bf16.name == name || v.f16.name == name) {
-        return Some(v.threads);
+    if let Some(v) = VERSIONS.iter().chain(BUGS).find(|v| v.bf16.name == name || v.f16.name == name) {
+        return Some(v.max_threads());
     }
     // The combine and the append launch v01's block.
     KERNEL_NAMES.contains(&name).then_some(v01_simt::THREADS)

@@ -61,6 +61,11 @@
 //! | b16 h32/4 d128 p16 L4096 q_len 8 | 134 MB | 31.2 us |
 //! | b1 h32/4 d128 p16 L32768 q_len 2 | 67 MB | 15.6 us |
 //!
+//! The floors count each KV byte once. A version reads it once per block of a kv head: v03
+//! (up to 64 rows per block) once on every shape here; v02 (16 rows) 4 times on the `q_len 8`
+//! GQA-8 row (64 rows per kv head: 537 MB, 125 us from DRAM unless L2 serves the repeats);
+//! v01 (4 rows) `ceil(rows / 4)` times.
+//!
 //! # Safety
 //! As v01's (see [`super::v01_simt`]), and: the K and V views are 16-byte aligned (the
 //! launcher checks; `d` is a multiple of 32, so every chunk is too), split chunks are
