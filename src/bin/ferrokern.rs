@@ -1400,12 +1400,7 @@ fn paged_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
             };
             count += 1;
             let r = check_with(ctx, &case, v);
-            let line = match &r {
-                Ok(rep) if rep.passed() => "PASS".to_string(),
-                Ok(rep) => rep.to_string(),
-                Err(e) => format!("ERROR {e}"),
-            };
-            failed += !matches!(&r, Ok(rep) if rep.passed()) as usize;
+            let line = sweep_line(&r, &mut failed);
             println!(
                 "{:<12} {:<32} {:>5}  {line}",
                 v.name,
