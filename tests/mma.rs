@@ -266,19 +266,25 @@ fn wgmma_from_canonical_tiles_matches_plain_product() {
     }
 }
 
+/// Runs the wgmma probe (N = 128, all-ones operands) on the emulator with `mode`, which must
+/// be rejected with an error naming every one of `needles`; `what` says what was wrong.
+fn assert_probe_rejected(mode: u32, needles: &[&str], what: &str) {
+    let (a, b) = (vec![1.0f32; 64 * 16], vec![1.0f32; 16 * 128]);
+    match run_wgmma(&Context::emulator(), &a, &b, 128, mode) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(needles.iter().all(|n| msg.contains(n)), "mode {mode}: {msg}");
+            println!("mode {mode} rejected: {msg}");
+        }
+        Ok(_) => panic!("{what} must be rejected"),
+    }
+}
+
 /// The ISA requires the same descriptors in every thread of a warpgroup; the emulator names
 /// the thread and line that differ (warp 1 pointing A elsewhere).
 #[test]
 fn emulator_rejects_a_warpgroup_disagreeing_on_descriptors() {
-    let a = vec![1.0f32; 64 * 16];
-    let b = vec![1.0f32; 16 * 128];
-    match run_wgmma(&Context::emulator(), &a, &b, 128, 8) {
-        Err(e) => {
-            let msg = e.to_string();
-            assert!(msg.contains("same descriptors") && msg.contains("warpgroup 0"), "{msg}");
-        }
-        Ok(_) => panic!("a warp with its own A descriptor must be rejected"),
-    }
+    assert_probe_rejected(8, &["same descriptors", "warpgroup 0"], "a warp with its own A descriptor");
 }
 
 /// `setmaxnreg` is `.sync.aligned` over the warpgroup with one count; the emulator rejects a
@@ -286,15 +292,7 @@ fn emulator_rejects_a_warpgroup_disagreeing_on_descriptors() {
 /// without the mode bit (above).
 #[test]
 fn emulator_rejects_a_warpgroup_disagreeing_on_setmaxnreg() {
-    let a = vec![1.0f32; 64 * 16];
-    let b = vec![1.0f32; 16 * 128];
-    match run_wgmma(&Context::emulator(), &a, &b, 128, 32) {
-        Err(e) => {
-            let msg = e.to_string();
-            assert!(msg.contains("setmaxnreg") && msg.contains("warpgroup 0"), "{msg}");
-        }
-        Ok(_) => panic!("a warp with its own setmaxnreg count must be rejected"),
-    }
+    assert_probe_rejected(32, &["setmaxnreg", "warpgroup 0"], "a warp with its own setmaxnreg count");
 }
 
 /// A wgmma must not read shared bytes stored through the generic proxy before the storing
@@ -302,16 +300,7 @@ fn emulator_rejects_a_warpgroup_disagreeing_on_setmaxnreg() {
 /// without the fence, mode bit 8). The same probe with the fence passes (above).
 #[test]
 fn emulator_rejects_a_wgmma_reading_unfenced_stores() {
-    let a = vec![1.0f32; 64 * 16];
-    let b = vec![1.0f32; 16 * 128];
-    match run_wgmma(&Context::emulator(), &a, &b, 128, 256) {
-        Err(e) => {
-            let msg = e.to_string();
-            assert!(msg.contains("fence.proxy.async") && msg.contains("probe.rs"), "{msg}");
-            println!("rejected: {msg}");
-        }
-        Ok(_) => panic!("a wgmma reading unfenced generic stores must be rejected"),
-    }
+    assert_probe_rejected(256, &["fence.proxy.async", "probe.rs"], "a wgmma reading unfenced generic stores");
 }
 
 fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], n: usize, mode: u32) -> Result<Vec<f32>, Error> {
