@@ -990,32 +990,10 @@ fn attention_version(
 /// `--kernel NAME`, any version with variable-length kernels.
 fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
     use ferrokern::attention::{VarlenCase, check_varlen_with, default_varlen_version};
-    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal", "--kernel"];
-    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
-    if !stray.is_empty() {
-        return bad_args(format!(
-            "`attention --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal]; remove {}",
-            stray.join(", ")
-        ));
-    }
-    let lens = match parse_varlen(a.varlen.as_deref().unwrap_or_default()) {
-        Ok(l) => l,
+    let VarlenArgs { lens, shown, dtype, heads, kv_heads, head_dim, seed } = match varlen_args(&a, "attention", &[]) {
+        Ok(v) => v,
         Err(e) => return bad_args(e),
     };
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return bad_args(format!("attention takes --dtype bf16 or f16, not `{other}`")),
-    };
-    if a.specials || a.huge {
-        return bad_args("attention is checked on finite inputs; remove --specials / --huge");
-    }
-    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
-        return bad_args("`attention --varlen` needs --heads H --head-dim D (and --kv-heads, default H)");
-    };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -1024,11 +1002,8 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return bad_args(e),
     };
-    let kv_heads = a.kv_heads.unwrap_or(heads);
-    let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
     println!(
-        "verify attention varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version={} seed={seed}",
-        shown.join(","),
+        "verify attention varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version={} seed={seed}",
         a.causal,
         dtype.name(),
         ctx.backend(),
@@ -1036,6 +1011,49 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
     );
     let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed };
     report_exit(check_varlen_with(&ctx, &case, version))
+}
+
+/// The flags `verify attention --varlen` and `verify attention_backward --varlen` share.
+struct VarlenArgs {
+    lens: Vec<(usize, usize)>,
+    /// The lengths as `Q:K,...`, for the header line.
+    shown: String,
+    dtype: DType,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    seed: u64,
+}
+
+/// Parses and checks the shared packed-batch flags of `verify op --varlen`; `extra` are the
+/// op's own optional flags (shown in its usage; `--kernel` is accepted and hidden).
+fn varlen_args(a: &VerifyArgs, op: &str, extra: &[&str]) -> Result<VarlenArgs, String> {
+    let shared = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal", "--kernel"];
+    let stray: Vec<&str> = given_flags(a).into_iter().filter(|f| !shared.contains(f) && !extra.contains(f)).collect();
+    if !stray.is_empty() {
+        let optional: String = extra.iter().map(|f| format!(" [{f}]")).collect();
+        return Err(format!(
+            "`{op} --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal]{optional}; remove {}",
+            stray.join(", ")
+        ));
+    }
+    let lens = parse_varlen(a.varlen.as_deref().unwrap_or_default())?;
+    let dtype = match a.dtype.as_str() {
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => return Err(format!("{op} takes --dtype bf16 or f16, not `{other}`")),
+    };
+    if a.specials || a.huge {
+        return Err(format!("{op} is checked on finite inputs; remove --specials / --huge"));
+    }
+    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
+        return Err(format!("`{op} --varlen` needs --heads H --head-dim D (and --kv-heads, default H)"));
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    let shown = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect::<Vec<_>>().join(",");
+    Ok(VarlenArgs { lens, shown, dtype, heads, kv_heads: a.kv_heads.unwrap_or(heads), head_dim, seed })
 }
 
 /// `--varlen 7:9,113,1:40`: one `(seq_q, seq_k)` per sequence.
@@ -1060,29 +1078,11 @@ fn parse_varlen(spec: &str) -> Result<Vec<(usize, usize)>, String> {
 /// rule; the shipped version or, with the hidden `--kernel NAME`, any version with varlen kernels.
 fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
     use ferrokern::attention_backward::{self as bwd, VarlenBackwardCase, check_varlen_backward};
-    let allowed = ["--varlen", "--heads", "--kv-heads", "--head-dim", "--causal", "--deterministic", "--kernel"];
-    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
-    if !stray.is_empty() {
-        return bad_args(format!(
-            "`attention_backward --varlen` takes --varlen LENS --heads --kv-heads --head-dim [--causal] [--deterministic]; remove {}",
-            stray.join(", ")
-        ));
-    }
-    let lens = match parse_varlen(a.varlen.as_deref().unwrap_or_default()) {
-        Ok(l) => l,
-        Err(e) => return bad_args(e),
-    };
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return bad_args(format!("attention_backward takes --dtype bf16 or f16, not `{other}`")),
-    };
-    if a.specials || a.huge {
-        return bad_args("attention_backward is checked on finite inputs; remove --specials / --huge");
-    }
-    let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
-        return bad_args("`attention_backward --varlen` needs --heads H --head-dim D (and --kv-heads, default H)");
-    };
+    let VarlenArgs { lens, shown, dtype, heads, kv_heads, head_dim, seed } =
+        match varlen_args(&a, "attention_backward", &["--deterministic"]) {
+            Ok(v) => v,
+            Err(e) => return bad_args(e),
+        };
     let version = match a.kernel.as_deref() {
         None => bwd::default_varlen_version(head_dim, true),
         Some(name) => match bwd::version(name) {
@@ -1096,18 +1096,12 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
             }
         },
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
     };
-    let kv_heads = a.kv_heads.unwrap_or(heads);
-    let shown: Vec<String> = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect();
     println!(
-        "verify attention_backward varlen={} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
-        shown.join(","),
+        "verify attention_backward varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
         a.causal,
         a.deterministic,
         dtype.name(),

@@ -542,6 +542,14 @@ const fn bwd_v01(
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
+const BF16_BWD_V01: BackwardKernels<Bf16> = BackwardKernels {
+    preprocess: &ATTENTION_BWD_PRE_BF16,
+    dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
+    dq: &ATTENTION_BWD_V01_DQ_BF16,
+    dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+};
+
+#[cfg(not(target_arch = "nvptx64"))]
 const F16_BWD_V01: BackwardKernels<F16> = BackwardKernels {
     preprocess: &ATTENTION_BWD_PRE_F16,
     dkdv: &ATTENTION_BWD_V01_DKDV_F16,
@@ -614,12 +622,7 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
         name: "v01_simt",
         tensor_cores: false,
         kernels: &[bwd_v01(
-            BackwardKernels {
-                preprocess: &ATTENTION_BWD_PRE_BF16,
-                dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
-                dq: &ATTENTION_BWD_V01_DQ_BF16,
-                dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
-            },
+            BF16_BWD_V01,
             F16_BWD_V01,
             v01_varlen(
                 [&ATTENTION_BWD_V01_VARLEN_DKDV_BF16, &ATTENTION_BWD_V01_VARLEN_DQ_BF16],
@@ -680,12 +683,7 @@ pub const BUG_BWD_VARLEN_TOP_LEFT: AttentionBackwardVersion = AttentionBackwardV
     name: "bug_bwd_varlen_top_left",
     tensor_cores: false,
     kernels: &[bwd_v01(
-        BackwardKernels {
-            preprocess: &ATTENTION_BWD_PRE_BF16,
-            dkdv: &ATTENTION_BWD_V01_DKDV_BF16,
-            dq: &ATTENTION_BWD_V01_DQ_BF16,
-            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
-        },
+        BF16_BWD_V01,
         F16_BWD_V01,
         v01_varlen(
             [&ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DKDV, &ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DQ],
