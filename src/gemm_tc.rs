@@ -5,26 +5,32 @@
 //! Semantics as [`crate::gemm`] for one matrix: any `M, N, K >= 0`, `K = 0` gives `beta * C`,
 //! `beta = 0` does not read C, A and B as stored or transposed (NN, NT, TN, TT). Batches are
 //! refused (loop over them). Bitwise deterministic run to run: each C element is one lane's
-//! fixed sequence of tensor-core instructions.
+//! fixed sequence of tensor-core instructions and, when K is split ([`split_k`]), one
+//! thread's sum of the slices in slice order.
 
 use crate::gemm::Gemm;
 use crate::{BufMut, BufRef, Context, DType, Error, Float, LaunchConfig, Result, Scalar};
 use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
-use gpu_kernels::device::Global;
 use gpu_kernels::device::mma::MmaInput;
+use gpu_kernels::device::{Global, GlobalMut};
 use gpu_kernels::gemm_tc::TcParams;
 pub use gpu_kernels::gemm_tc::{BUG_VERSIONS, TcConfig, TcTiling, TcVersion, VERSIONS};
 use half::{bf16, f16};
 
-/// An input type of the tensor-core GEMM (bf16, f16) and its kernel in a version.
+/// An input type of the tensor-core GEMM (bf16, f16), its kernel in a version and its
+/// split-K second pass.
 pub trait TcInput: MmaInput + Float + Scalar {
     fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>>;
+    fn split_k_reduce() -> &'static KernelDef<TcParams<Self>>;
 }
 
 impl TcInput for bf16 {
     fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>> {
         v.bf16
+    }
+    fn split_k_reduce() -> &'static KernelDef<TcParams<Self>> {
+        &gpu_kernels::gemm_tc::GEMM_TC_SPLIT_K_REDUCE_BF16
     }
 }
 
@@ -32,6 +38,42 @@ impl TcInput for f16 {
     fn kernel(v: &TcVersion) -> &'static KernelDef<TcParams<Self>> {
         v.f16
     }
+    fn split_k_reduce() -> &'static KernelDef<TcParams<Self>> {
+        &gpu_kernels::gemm_tc::GEMM_TC_SPLIT_K_REDUCE_F16
+    }
+}
+
+/// The SMs [`split_k`] plans for on the emulator: an H200's 132, so CI runs the splits the
+/// H200 would.
+pub const EMULATED_SMS: usize = 132;
+
+/// Fewest k-steps a slice keeps when [`split_k`] splits: below it the 4-stage ring barely
+/// fills before the slice ends.
+pub const MIN_SPLIT_STEPS: usize = 4;
+
+/// The k-slices [`gemm_tc_ex`] runs `g` with on `sms` SMs: 1 unless the version allows
+/// split-K and its C tiles would leave at least half of the SMs idle; then as many slices as
+/// keep `tiles x slices <= sms` with at least [`MIN_SPLIT_STEPS`] k-steps each, rounded down
+/// to a count that leaves no slice empty. Since `tiles x slices <= sms`, the workspace is at
+/// most `sms x BM x BN` f32 (17 MB for v05 on 132 SMs).
+pub fn split_k(config: TcConfig, g: &Gemm, sms: usize) -> usize {
+    let TcConfig::Wgmma(t) = config else { return 1 };
+    let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
+    if !t.split_k || g.k == 0 || tiles == 0 || 2 * tiles > sms {
+        return 1;
+    }
+    let steps = g.k.div_ceil(t.bk as usize);
+    slices_without_empty(steps, (sms / tiles).min(steps / MIN_SPLIT_STEPS).max(1))
+}
+
+/// `splits` lowered to the count of slices of `ceil(steps / splits)` k-steps: none is empty.
+fn slices_without_empty(steps: usize, splits: usize) -> usize {
+    steps.div_ceil(steps.div_ceil(splits))
+}
+
+/// The SMs [`split_k`] plans for on `ctx`: its device's, or [`EMULATED_SMS`].
+pub fn sm_count(ctx: &Context) -> usize {
+    ctx.device_info().map_or(EMULATED_SMS, |i| i.sm_count.max(1) as usize)
 }
 
 /// The optional epilogue of [`gemm_tc_ex`], applied to each C element after
@@ -97,7 +139,24 @@ pub fn gemm_tc_with<T: TcInput>(
 
 /// The general form: C of type `O` (f32, or the input type `T`), an [`Epilogue`], a chosen
 /// version. Transposed A (`K x M` as stored) and B (`N x K`) are supported; batches are not.
+/// K is split across blocks as [`split_k`] decides for this device.
 pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
+    ctx: &Context,
+    version: &TcVersion,
+    g: &Gemm,
+    a: BufRef<'_, T>,
+    b: BufRef<'_, T>,
+    c: BufMut<'_, O>,
+    ep: &Epilogue<'_, O>,
+) -> Result<()> {
+    gemm_tc_split(ctx, version, g, a, b, c, ep, split_k(version.config, g, sm_count(ctx)))
+}
+
+/// As [`gemm_tc_ex`] with K split into `splits` slices (tests and tuning): 1 for any
+/// version; more only for versions whose tiling allows split-K, at most the `ceil(K / 64)`
+/// k-steps, lowered to the count that leaves no slice empty.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tc_split<T: TcInput, O: Scalar>(
     ctx: &Context,
     version: &TcVersion,
     g: &Gemm,
@@ -105,6 +164,7 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
     b: BufRef<'_, T>,
     mut c: BufMut<'_, O>,
     ep: &Epilogue<'_, O>,
+    splits: usize,
 ) -> Result<()> {
     const OP: &str = "gemm_tc";
     a.check_context(ctx, OP)?;
@@ -157,6 +217,36 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
             ),
         ));
     }
+    let splits = match cfg {
+        _ if splits == 0 => return Err(Error::invalid(OP, "splits = 0: pass 1 for no split-K")),
+        _ if splits == 1 || g.k == 0 => 1,
+        TcConfig::Wgmma(t) if t.split_k => {
+            let steps = g.k.div_ceil(t.bk as usize);
+            if splits > steps || splits > 65_535 {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "splits = {splits}, but k = {} is {steps} k-steps of {}: pass at most {}",
+                        g.k,
+                        t.bk,
+                        steps.min(65_535)
+                    ),
+                ));
+            }
+            slices_without_empty(steps, splits)
+        }
+        _ => {
+            let with: Vec<_> = VERSIONS
+                .iter()
+                .filter(|v| matches!(v.config, TcConfig::Wgmma(t) if t.split_k))
+                .map(|v| v.name)
+                .collect();
+            return Err(Error::invalid(
+                OP,
+                format!("{} does not split K (splits = {splits}): pass 1, or use {}", version.name, with.join(" or ")),
+            ));
+        }
+    };
     let (bm, bn) = cfg.block_tile();
     let grid_y = g.m.div_ceil(bm as usize);
     if grid_y > 65_535 {
@@ -186,13 +276,9 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
     // SAFETY (both casts): `O` is f32 (C through `c`) or `T` (through `c16`), checked above;
     // the views keep their lengths, and the unused one is empty.
     let (c32, c16) = if out16 {
-        (gpu_kernels::device::GlobalMut::empty(), unsafe {
-            gpu_kernels::device::GlobalMut::from_raw_parts(c_addr.addr() as *mut T, c_addr.len())
-        })
+        (GlobalMut::empty(), unsafe { GlobalMut::from_raw_parts(c_addr.addr() as *mut T, c_addr.len()) })
     } else {
-        (unsafe { gpu_kernels::device::GlobalMut::from_raw_parts(c_addr.addr() as *mut f32, c_addr.len()) }, {
-            gpu_kernels::device::GlobalMut::empty()
-        })
+        (unsafe { GlobalMut::from_raw_parts(c_addr.addr() as *mut f32, c_addr.len()) }, { GlobalMut::empty() })
     };
     let (res32, res16) = match &ep.residual {
         None => (Global::empty(), Global::empty()),
@@ -201,7 +287,14 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
         Some(r) => (unsafe { Global::from_raw_parts(r.addr() as *const f32, r.len()) }, Global::empty()),
     };
     let bias = ep.bias.as_ref().map_or(Global::empty(), |b| b.global());
-    let launch = |maps_addr: u64| {
+    // Split-K's workspace: `splits x M x N` f32 (the context's scratch).
+    let partial_words = match splits {
+        1 => None,
+        _ => Some(splits.checked_mul(g.m).and_then(|w| w.checked_mul(g.n)).ok_or_else(|| {
+            Error::invalid(OP, format!("a {splits} x {} x {} split-K workspace overflows: pass fewer splits", g.m, g.n))
+        })?),
+    };
+    let launch = |maps_addr: u64, partial: GlobalMut<f32>| {
         let params = TcParams {
             m: g.m as u32,
             n: g.n as u32,
@@ -215,6 +308,7 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
             trans_b: tb as u32,
             gelu: ep.gelu as u32,
             out16: out16 as u32,
+            splits: splits as u32,
             alpha: g.alpha,
             beta: g.beta,
             a: a.global(),
@@ -224,14 +318,30 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
             bias,
             res: res32,
             res16,
+            partial,
             maps: maps_addr,
         };
         let launch_cfg = LaunchConfig {
-            grid: Dim3::new(g.n.div_ceil(bn as usize) as u32, grid_y as u32, 1),
+            grid: Dim3::new(g.n.div_ceil(bn as usize) as u32, grid_y as u32, splits as u32),
             block: Dim3::x(cfg.threads()),
             shared_bytes: cfg.shared_bytes(),
         };
-        ctx.launch(T::kernel(version), launch_cfg, params)
+        ctx.launch(T::kernel(version), launch_cfg, params)?;
+        if splits > 1 {
+            // The second pass: thread (x, y) adds the slices of C element (y, x).
+            let threads = gpu_kernels::gemm_tc::split_k::REDUCE_THREADS;
+            let reduce_cfg = LaunchConfig {
+                grid: Dim3::new(g.n.div_ceil(threads as usize) as u32, g.m.min(65_535) as u32, 1),
+                block: Dim3::x(threads),
+                shared_bytes: 0,
+            };
+            ctx.launch(T::split_k_reduce(), reduce_cfg, TcParams { maps: 0, ..params })?;
+        }
+        Ok(())
     };
-    if maps.is_empty() { launch(0) } else { ctx.with_constants(&maps, launch) }
+    let run = |maps_addr: u64| match partial_words {
+        Some(words) => ctx.with_scratch(words, |scratch| launch(maps_addr, scratch.as_f32())),
+        None => launch(maps_addr, GlobalMut::empty()),
+    };
+    if maps.is_empty() { run(0) } else { ctx.with_constants(&maps, run) }
 }

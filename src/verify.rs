@@ -754,13 +754,29 @@ pub fn gemm_tc_ex_with<T: crate::gemm_tc::TcInput, O: Float>(
     ep: EpilogueSpec,
     version: &crate::gemm_tc::TcVersion,
 ) -> Result<Report> {
+    gemm_tc_split_with::<T, O>(ctx, case, ep, version, None)
+}
+
+/// As [`gemm_tc_ex_with`], with K split into `splits` slices ([`crate::gemm_tc::gemm_tc_split`]);
+/// `None`: as the launcher decides. The bound needs no change: adding the slices puts at most
+/// `splits - 1 < k` more f32 roundings in each element's chain, inside `gamma_{2k+2}`'s margin.
+pub fn gemm_tc_split_with<T: crate::gemm_tc::TcInput, O: Float>(
+    ctx: &Context,
+    case: &GemmCase,
+    ep: EpilogueSpec,
+    version: &crate::gemm_tc::TcVersion,
+    splits: Option<usize>,
+) -> Result<Report> {
     gemm_check::<T, O>(
         ctx,
         case,
         ep,
         |g, a, b, c, bias, residual| {
             let e = crate::gemm_tc::Epilogue { bias, gelu: ep.gelu, residual };
-            crate::gemm_tc::gemm_tc_ex(ctx, version, g, a, b, c, &e)
+            match splits {
+                None => crate::gemm_tc::gemm_tc_ex(ctx, version, g, a, b, c, &e),
+                Some(s) => crate::gemm_tc::gemm_tc_split(ctx, version, g, a, b, c, &e, s),
+            }
         },
         reference::gemm_tc_error,
     )

@@ -138,3 +138,19 @@ fn emulator_runs_blocks_on_several_workers_deterministically() {
     let b = run(&st::OK_WARP_EXIT, false).unwrap();
     assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
 }
+
+/// The emulator hands out scratch poisoned on every call (0xFF: NaN in every float type), so
+/// a kernel that reads scratch it did not write in this call (split-K's second pass reading a
+/// slice the first pass skipped) sees NaN even where an earlier call left the right value.
+#[test]
+fn scratch_is_poisoned_on_every_call() {
+    let ctx = ferrokern::Context::emulator();
+    ctx.with_scratch(64, |s| {
+        (0..64).for_each(|i| s.store(i, 7));
+        Ok(())
+    })
+    .unwrap();
+    let words = ctx.with_scratch(48, |s| Ok((0..48).map(|i| s.load(i)).collect::<Vec<u32>>())).unwrap();
+    assert!(words.iter().all(|&w| w == u32::MAX), "scratch kept an earlier call's values: {words:?}");
+    assert!(f32::from_bits(words[0]).is_nan());
+}

@@ -4,7 +4,7 @@
 //! the emulator always and the GPU when present: random shapes up to 140 (one to two block
 //! tiles each way), padded leading dimensions, misaligned views (the scalar staging path),
 //! alpha/beta; the named odd shapes; `K = 0`; `beta = 0` over NaN (the poison); launcher
-//! refusals.
+//! refusals; split-K (v05) at every slice count, its rule and its refusals.
 
 mod common;
 
@@ -216,7 +216,8 @@ fn broken_wgmma_variants_are_rejected() {
     let ctx = Context::emulator();
     let case = GemmCase { gemm: problem(130, 136, 520, 0, 1.0, 0.0), seed: 7, offset: 0 };
     for v in gemm_tc::BUG_VERSIONS {
-        let layout_bug = v.name.ends_with("layout");
+        // Wrong numbers, not a broken protocol: the comparison must catch these.
+        let layout_bug = v.name.ends_with("layout") || v.name.contains("split_k");
         match verify::gemm_tc_with::<bf16>(&ctx, &case, v) {
             Ok(r) => {
                 assert!(layout_bug, "{}: a protocol bug should be stopped by the emulator, got {r}", v.name);
@@ -231,6 +232,109 @@ fn broken_wgmma_variants_are_rejected() {
             }
         }
     }
+}
+
+fn split_version() -> &'static TcVersion {
+    gemm_tc::version("v05_wgmma_splitk").expect("the split-K version is in the ladder")
+}
+
+/// Split-K with every slice count from 1 to all k-steps, remainders included (9 steps in
+/// 2, 4, 5 slices; 16 in 3, 7), with beta over C, f32 and 16-bit C, and the epilogue applied
+/// once after the slices are added (bias and GELU would be wrong if any slice applied them).
+#[test]
+fn split_k_slices_match_reference() {
+    let v = split_version();
+    for ctx in common::backends("gemm_tc_split_k_slices") {
+        if !runs(&ctx, v, GemmCase { gemm: problem(8, 8, 8, 0, 1.0, 0.0), seed: 0, offset: 0 }) {
+            continue;
+        }
+        let ep = EpilogueSpec { bias: true, gelu: true, residual: true };
+        for (m, n, k, splits) in [(130, 200, 520, 2), (130, 200, 520, 4), (130, 200, 520, 5), (130, 200, 520, 9)] {
+            let case = GemmCase { gemm: problem(m, n, k, 0, 1.25, 0.5), seed: (k + splits) as u64, offset: 0 };
+            for r in [
+                verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, EpilogueSpec::default(), v, Some(splits)),
+                verify::gemm_tc_split_with::<f16, f32>(&ctx, &case, ep, v, Some(splits)),
+                verify::gemm_tc_split_with::<bf16, bf16>(&ctx, &case, ep, v, Some(splits)),
+            ] {
+                let r = r.unwrap_or_else(|e| panic!("{splits} slices {case:?} on {}: {e}", ctx.backend()));
+                assert!(r.passed(), "{splits} slices {case:?} on {}: {r}", ctx.backend());
+            }
+        }
+        for (m, n, k, splits) in [(1, 8, 1000, 3), (33, 264, 1000, 7), (64, 8, 1000, 16)] {
+            let case = GemmCase { gemm: problem(m, n, k, 0, -1.0, 0.0), seed: splits as u64, offset: 0 };
+            let r = verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, ep, v, Some(splits))
+                .unwrap_or_else(|e| panic!("{splits} slices {case:?} on {}: {e}", ctx.backend()));
+            assert!(r.passed(), "{splits} slices {case:?} on {}: {r}", ctx.backend());
+        }
+    }
+}
+
+/// The launcher's rule: a split only where the tiles leave half the SMs idle, never more
+/// blocks than SMs, at least `MIN_SPLIT_STEPS` k-steps a slice, no empty slice; the issue's
+/// decode-like and K-heavy shapes split four ways on an H200's 132 SMs, 8192^3 does not.
+#[test]
+fn split_k_rule_fills_idle_sms_only() {
+    let cfg = split_version().config;
+    let gemm = |m, n, k| Gemm::new(m, n, k);
+    for (m, n, k, want) in [
+        (1024, 1024, 16384, 4),
+        (1, 8192, 8192, 4),
+        (128, 8192, 8192, 4),
+        (8192, 8192, 8192, 1),
+        (64, 64, 2048, 8),
+        (64, 64, 100, 1),
+        (64, 64, 0, 1),
+        (0, 64, 640, 1),
+    ] {
+        assert_eq!(gemm_tc::split_k(cfg, &gemm(m, n, k), 132), want, "{m} x {n} x {k}");
+    }
+    for v in VERSIONS.iter().filter(|v| v.name != split_version().name) {
+        assert_eq!(gemm_tc::split_k(v.config, &gemm(64, 64, 16384), 132), 1, "{} does not split", v.name);
+    }
+    let (bm, bn) = cfg.block_tile();
+    for sms in [1, 8, 78, 114, 132] {
+        for m in [1, 100, 128, 129, 700, 4000] {
+            for n in [8, 256, 300, 2048] {
+                for k in [1, 255, 256, 1000, 4096, 65536] {
+                    let s = gemm_tc::split_k(cfg, &gemm(m, n, k), sms);
+                    let (tiles, steps) = (m.div_ceil(bm as usize) * n.div_ceil(bn as usize), k.div_ceil(64));
+                    assert!(s >= 1 && (s == 1 || tiles * s <= sms), "{m} x {n} x {k} on {sms}: {s} slices");
+                    assert!(s == 1 || steps / s >= gemm_tc::MIN_SPLIT_STEPS, "{m} x {n} x {k}: {s} slices");
+                    assert!((s - 1) * steps.div_ceil(s) < steps, "{m} x {n} x {k}: an empty slice of {s}");
+                }
+            }
+        }
+    }
+}
+
+/// Slice counts the launcher cannot honour are refused with what to pass instead.
+#[test]
+fn split_k_refusals_say_what_to_pass() {
+    let ctx = Context::emulator();
+    let a = ctx.upload(&[bf16::ZERO; 64 * 256]).unwrap();
+    let b = ctx.upload(&[bf16::ZERO; 256 * 64]).unwrap();
+    let mut c = ctx.upload(&[0f32; 64 * 64]).unwrap();
+    let g = Gemm::new(64, 64, 256);
+    let none = gemm_tc::Epilogue::default();
+    let mut refuse = |v: &TcVersion, splits: usize, needle: &str| match gemm_tc::gemm_tc_split(
+        &ctx,
+        v,
+        &g,
+        a.as_view(),
+        b.as_view(),
+        c.as_view_mut(),
+        &none,
+        splits,
+    ) {
+        Err(e @ Error::InvalidArgument { .. }) => {
+            assert!(e.to_string().contains(needle), "{} with {splits} slices says {needle}: {e}", v.name)
+        }
+        other => panic!("{} with {splits} slices should be refused, got {other:?}", v.name),
+    };
+    refuse(split_version(), 0, "pass 1");
+    refuse(split_version(), 5, "at most 4");
+    refuse(gemm_tc::version("v04_wgmma_n256").unwrap(), 2, "v05_wgmma_splitk");
+    refuse(&VERSIONS[0], 2, "does not split K");
 }
 
 /// The public `gemm()` takes bf16 and f16 inputs to the tensor cores, batches included (a

@@ -332,8 +332,8 @@ impl Context {
     }
 
     /// Runs `f` with a scratch view of at least `words` 32-bit words that kernels launched by
-    /// `f` on this handle may use for temporary results. Its contents are undefined on entry.
-    /// Launchers use it for partial sums, so a call allocates nothing and waits for nothing.
+    /// `f` on this handle may use for temporary results. Its contents are undefined on entry
+    /// (on the emulator: all 0xFF, NaN in every float type, on every call). Launchers use it for partial sums, so a call allocates nothing and waits for nothing.
     pub fn with_scratch<R>(&self, words: usize, f: impl FnOnce(GlobalMut<u32>) -> Result<R>) -> Result<R> {
         self.check_healthy()?;
         let bytes = words
@@ -344,6 +344,13 @@ impl Context {
             // Freeing the old allocation waits for the kernels still using it (cuMemFree
             // synchronizes), so growing is safe.
             *scratch = (Mem::alloc(self, bytes.next_power_of_two().max(4096))?, bytes.next_power_of_two().max(4096));
+        }
+        if let Mem::Host(h) = &scratch.0 {
+            // SAFETY: the allocation holds at least `bytes`; emulator launches complete before
+            // returning, so no kernel is using it. Poisoned (NaN in every float type) on every
+            // call, so a kernel that reads scratch it did not write shows it even when an
+            // earlier call left the right values there.
+            unsafe { std::ptr::write_bytes(h.ptr.as_ptr(), 0xFF, bytes) };
         }
         // SAFETY: the allocation holds at least `words` u32 and lives in this handle until it is
         // replaced by a larger one (after its users finished) or the handle is dropped; the lock

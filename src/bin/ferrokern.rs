@@ -133,6 +133,10 @@ struct VerifyArgs {
     /// attention_backward: the bitwise-reproducible dQ pass instead of f32 atomics.
     #[arg(long)]
     deterministic: bool,
+    /// gemm --dtype bf16|f16: split K into this many slices (split-K versions only); default:
+    /// as the launcher decides for the device.
+    #[arg(long)]
+    splits: Option<usize>,
     /// attention, attention_backward: variable-length batch, one `Q:K` (or `L`, both the same) length per sequence,
     /// comma-separated (e.g. `7:9,113,1:40`), packed with cumulative offsets.
     #[arg(long)]
@@ -202,6 +206,7 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
         ("--kernel", a.kernel.is_some()),
         ("--deterministic", a.deterministic),
         ("--varlen", a.varlen.is_some()),
+        ("--splits", a.splits.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
@@ -772,11 +777,12 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
         "--alpha",
         "--beta",
         "--kernel",
+        "--splits",
     ];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return bad_args(format!(
-            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue); remove {}",
+            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue, --splits); remove {}",
             stray.join(", ")
         ));
     }
@@ -796,8 +802,8 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     if tensor_cores {
         return run_verify_gemm_tc(&a, m, n, k);
     }
-    if a.out16 || a.epilogue.is_some() {
-        return bad_args("--out16 and --epilogue apply to the tensor-core gemm: add --dtype bf16 or f16");
+    if a.out16 || a.epilogue.is_some() || a.splits.is_some() {
+        return bad_args("--out16, --epilogue and --splits apply to the tensor-core gemm: add --dtype bf16 or f16");
     }
     let version = match a.kernel.as_deref() {
         None => None,
@@ -883,8 +889,9 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
+    let sms = gemm_tc::sm_count(&ctx);
     println!(
-        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} seed={seed} offset={}",
+        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} splits={} seed={seed} offset={}",
         g.trans_a,
         g.trans_b,
         g.alpha,
@@ -893,14 +900,15 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
         if a.out16 { a.dtype.as_str() } else { "f32" },
         ctx.backend(),
         version.name,
+        a.splits.map_or_else(|| format!("{} (auto)", gemm_tc::split_k(version.config, &g, sms)), |s| s.to_string()),
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
     let result = match (a.dtype.as_str(), a.out16) {
-        ("bf16", false) => verify::gemm_tc_ex_with::<bf16, f32>(&ctx, &case, ep, version),
-        ("bf16", true) => verify::gemm_tc_ex_with::<bf16, bf16>(&ctx, &case, ep, version),
-        (_, false) => verify::gemm_tc_ex_with::<f16, f32>(&ctx, &case, ep, version),
-        (_, true) => verify::gemm_tc_ex_with::<f16, f16>(&ctx, &case, ep, version),
+        ("bf16", false) => verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, ep, version, a.splits),
+        ("bf16", true) => verify::gemm_tc_split_with::<bf16, bf16>(&ctx, &case, ep, version, a.splits),
+        (_, false) => verify::gemm_tc_split_with::<f16, f32>(&ctx, &case, ep, version, a.splits),
+        (_, true) => verify::gemm_tc_split_with::<f16, f16>(&ctx, &case, ep, version, a.splits),
     };
     report_exit(result)
 }
@@ -1306,8 +1314,6 @@ fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode 
     }
 }
 
-/// The GEMM part of the emulator sweep: every version on odd shapes, all four transpose
-/// pairs, with a batch and alpha/beta.
 /// A sweep case's result column (`PASS`, the failed report, or the error), counting failures.
 fn sweep_line(r: &ferrokern::Result<ferrokern::check::Report>, failed: &mut usize) -> String {
     let line = match r {
@@ -1407,6 +1413,8 @@ fn paged_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     failed == 0
 }
 
+/// The GEMM part of the emulator sweep: every version on odd shapes, all four transpose
+/// pairs, with a batch and alpha/beta; then the tensor-core versions.
 fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
     use ferrokern::gemm::{Gemm, Trans, VERSIONS};
     if !gemm_selected(filter) {
@@ -1447,6 +1455,40 @@ fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
         "gemm emulator sweep: {} passed, {failed} failed (rows shown: 127x129x133 and any failure)",
         count - failed
     );
+    (failed == 0) & gemm_tc_emulator_sweep(ctx)
+}
+
+/// The tensor-core part of the GEMM sweep: every version, both input types, B as stored and
+/// transposed, on shapes TMA accepts (leading dimensions multiples of 8): odd M with a K
+/// that v05 splits four ways, and a single row.
+fn gemm_tc_emulator_sweep(ctx: &Context) -> bool {
+    use ferrokern::gemm::{Gemm, Trans};
+    use ferrokern::gemm_tc::{self, VERSIONS};
+    println!("\n{:<24} {:<14} {:>5} {:>6} {:>6}  result", "gemm_tc version", "m x n x k", "dtype", "op", "splits");
+    let (mut count, mut failed) = (0, 0);
+    for v in VERSIONS {
+        for (m, n, k) in [(131, 264, 1000), (1, 8, 72)] {
+            for tb in [Trans::N, Trans::T] {
+                let g = Gemm::new(m, n, k).transposed(Trans::N, tb).scaled(1.5, -0.5);
+                let case = verify::GemmCase { gemm: g, seed: 13, offset: 0 };
+                let splits = gemm_tc::split_k(v.config, &g, gemm_tc::sm_count(ctx));
+                for (dtype, r) in [
+                    ("bf16", verify::gemm_tc_with::<half::bf16>(ctx, &case, v)),
+                    ("f16", verify::gemm_tc_with::<half::f16>(ctx, &case, v)),
+                ] {
+                    count += 1;
+                    let line = sweep_line(&r, &mut failed);
+                    println!(
+                        "{:<24} {:<16} {dtype:>5} {:>4} {splits:>6}  {line}",
+                        v.name,
+                        format!("{m}x{n}x{k}"),
+                        format!("N{tb:?}")
+                    );
+                }
+            }
+        }
+    }
+    println!("gemm_tc emulator sweep: {} passed, {failed} failed", count - failed);
     failed == 0
 }
 
@@ -1457,8 +1499,9 @@ fn gemm_emulator_sweep(ctx: &Context, filter: Option<&str>) -> bool {
 fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::Gemm;
     let cublas = ferrokern::cublas::Cublas::load(ctx).map_err(|e| println!("\ngemm_tc baseline: none ({e})")).ok();
-    // Odd M, N and K, with leading dimensions TMA accepts (multiples of 8 elements).
-    let case = verify::GemmCase { gemm: Gemm::new(131, 264, 72).scaled(1.0, 0.5), seed: 5, offset: 0 };
+    // Odd M and N, leading dimensions TMA accepts (multiples of 8 elements), and a K of 15.6
+    // k-steps of 64 that v05 splits four ways (4 tiles of 128 x 256).
+    let case = verify::GemmCase { gemm: Gemm::new(131, 264, 1000).scaled(1.0, 0.5), seed: 5, offset: 0 };
     let mut rows = Vec::new();
     for v in ferrokern::gemm_tc::VERSIONS {
         if let (Some(need), Some(info)) = (v.config.required_arch(), ctx.device_info())

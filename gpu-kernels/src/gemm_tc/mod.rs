@@ -8,6 +8,7 @@
 //! | [`v02_wgmma`] | sm_90a: TMA into a 4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups, wgmma m64n128k16 from 128-byte-swizzled shared tiles ([`wgmma`], the engine) |
 //! | [`v03_wgmma_256`] | 256 x 128 tiles (four consumer warpgroups) and grouped block order for L2 reuse |
 //! | [`v04_wgmma_n256`] | 128 x 256 tiles: two consumer warpgroups on wgmma m64n256k16 (128 accumulators each), registers moved from the producer to the consumers with `setmaxnreg` |
+//! | [`v05_wgmma_splitk`] | v04 plus split-K ([`split_k`]): problems with too few C tiles for the SMs split K across blocks and add the slices in a second, deterministic pass |
 //!
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
@@ -19,7 +20,8 @@
 //!
 //! # Safety
 //! The launcher guarantees every view holds the elements the shape reaches, the grid covers
-//! `ceil(N / BN) x ceil(M / BM)`, the dynamic shared segment is [`TcTiling::shared_bytes`],
+//! `ceil(N / BN) x ceil(M / BM)` (times `splits` in z, with `splits > 1` only for versions
+//! whose tiling has `split_k` and a `partial` view of `splits x M x N`), the dynamic shared segment is [`TcTiling::shared_bytes`],
 //! and `vec_a` / `vec_b` are nonzero only when the operand's view is 16-byte aligned and its
 //! leading dimension is a multiple of 8 elements (the cp.async path); otherwise tiles are
 //! staged with guarded scalar loads. Every global access is guarded against `M, N, K`.
@@ -28,10 +30,12 @@ use crate::device::mma::MmaInput;
 use crate::device::{Global, GlobalMut, math};
 
 pub mod probe;
+pub mod split_k;
 pub mod v01_mma;
 pub mod v02_wgmma;
 pub mod v03_wgmma_256;
 pub mod v04_wgmma_n256;
+pub mod v05_wgmma_splitk;
 pub mod wgmma;
 
 /// The parameters of every tensor-core GEMM kernel.
@@ -56,6 +60,8 @@ pub struct TcParams<T: MmaInput> {
     /// Nonzero: C (and the residual) have the input type `T`, through `c16` / `res16`;
     /// zero: f32, through `c` / `res`.
     pub out16: u32,
+    /// Split-K ([`split_k`]): k-slices, one per grid z (0 or 1: no split).
+    pub splits: u32,
     pub alpha: f32,
     pub beta: f32,
     pub a: Global<T>,
@@ -67,6 +73,8 @@ pub struct TcParams<T: MmaInput> {
     /// Epilogue: a residual with C's shape, leading dimension and type, added last (empty: none).
     pub res: Global<f32>,
     pub res16: Global<T>,
+    /// Split-K's workspace of `splits x M x N` f32 ([`split_k`]); empty without a split.
+    pub partial: GlobalMut<f32>,
     /// Versions on TMA: the global address of two tensor-map slots (A's, then B's), each
     /// [`crate::device::hopper::TENSOR_MAP_BYTES`]; 0 for the others.
     pub maps: u64,
@@ -216,6 +224,14 @@ crate::kernels! {
     GEMM_TC_V04_WGMMA_N256_BF16 = gemm_tc_v04_wgmma_n256_bf16(TcParams<half::bf16>) => v04_wgmma_n256::run::<half::bf16>;
     /// v04: as above, f16 inputs.
     GEMM_TC_V04_WGMMA_N256_F16 = gemm_tc_v04_wgmma_n256_f16(TcParams<half::f16>) => v04_wgmma_n256::run::<half::f16>;
+    /// v05: v04 with split-K (grid z slices K into an f32 workspace), bf16 inputs.
+    GEMM_TC_V05_WGMMA_SPLITK_BF16 = gemm_tc_v05_wgmma_splitk_bf16(TcParams<half::bf16>) => v05_wgmma_splitk::run::<half::bf16>;
+    /// v05: as above, f16 inputs.
+    GEMM_TC_V05_WGMMA_SPLITK_F16 = gemm_tc_v05_wgmma_splitk_f16(TcParams<half::f16>) => v05_wgmma_splitk::run::<half::f16>;
+    /// Split-K's second pass: the slices added in order, then the epilogue; bf16 inputs.
+    GEMM_TC_SPLIT_K_REDUCE_BF16 = gemm_tc_split_k_reduce_bf16(TcParams<half::bf16>) => split_k::reduce::<half::bf16>;
+    /// Split-K's second pass, f16 inputs.
+    GEMM_TC_SPLIT_K_REDUCE_F16 = gemm_tc_split_k_reduce_f16(TcParams<half::f16>) => split_k::reduce::<half::f16>;
     /// v02 with a mis-laid A descriptor (harness test).
     GEMM_TC_BUG_WGMMA_A_LAYOUT = gemm_tc_bug_wgmma_a_layout(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::A_LAYOUT }>;
     /// v02 whose consumers skip the TMA wait (harness test).
@@ -224,6 +240,8 @@ crate::kernels! {
     GEMM_TC_BUG_WGMMA_NO_EMPTY_WAIT = gemm_tc_bug_wgmma_no_empty_wait(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::NO_EMPTY_WAIT }>;
     /// v02 that releases stages before its wgmmas complete (harness test).
     GEMM_TC_BUG_WGMMA_EARLY_RELEASE = gemm_tc_bug_wgmma_early_release(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::EARLY_RELEASE }>;
+    /// v05 whose k-slices drop the remainder steps (harness test).
+    GEMM_TC_BUG_SPLIT_K_FLOOR_SLICES = gemm_tc_bug_split_k_floor_slices(TcParams<half::bf16>) => v05_wgmma_splitk::run_bug::<half::bf16, { split_k::BUG_FLOOR_SLICES }>;
     /// Probe: one m16n8k16 from fragments loaded straight from global memory.
     MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
     /// Probe: as above, f16.
@@ -337,10 +355,16 @@ pub const VERSIONS: &[TcVersion] = &[
         f16: &GEMM_TC_V04_WGMMA_N256_F16,
         config: TcConfig::Wgmma(v04_wgmma_n256::TILING),
     },
+    TcVersion {
+        name: "v05_wgmma_splitk",
+        bf16: &GEMM_TC_V05_WGMMA_SPLITK_BF16,
+        f16: &GEMM_TC_V05_WGMMA_SPLITK_F16,
+        config: TcConfig::Wgmma(v05_wgmma_splitk::TILING),
+    },
 ];
 
-/// v02 with deliberate bugs, as versions (bf16 only; `f16` names the same kernel): the
-/// harness must reject each one on the emulator.
+/// v02 and v05 with deliberate bugs, as versions (bf16 only; `f16` names the real kernel of
+/// the same version): the harness must reject each one on the emulator.
 #[cfg(not(target_arch = "nvptx64"))]
 pub const BUG_VERSIONS: &[TcVersion] = &[
     TcVersion {
@@ -367,6 +391,12 @@ pub const BUG_VERSIONS: &[TcVersion] = &[
         f16: &GEMM_TC_V02_WGMMA_F16,
         config: TcConfig::Wgmma(v02_wgmma::TILING),
     },
+    TcVersion {
+        name: "bug_split_k_floor_slices",
+        bf16: &GEMM_TC_BUG_SPLIT_K_FLOOR_SLICES,
+        f16: &GEMM_TC_V05_WGMMA_SPLITK_F16,
+        config: TcConfig::Wgmma(v05_wgmma_splitk::TILING),
+    },
 ];
 
 /// Threads per block of `name` if it is a kernel of this family.
@@ -377,6 +407,9 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
     if name == WGMMA_PROBE_BF16.name {
         return Some(probe::WGMMA_PROBE_THREADS);
+    }
+    if name == GEMM_TC_SPLIT_K_REDUCE_BF16.name || name == GEMM_TC_SPLIT_K_REDUCE_F16.name {
+        return Some(split_k::REDUCE_THREADS);
     }
     KERNEL_NAMES.contains(&name).then_some(32)
 }

@@ -38,6 +38,11 @@
 //! bytes, K-major. A k-step of 16 advances a K-major start by 32 bytes, an MN-major one by
 //! 2048 (16 rows).
 //!
+//! # Split-K
+//! Tilings with `split_k` run k-steps `first .. first + steps` of grid z's slice and, when the
+//! launch splits, store raw accumulators to the workspace instead of applying the epilogue
+//! ([`super::split_k`]).
+//!
 //! # Edges
 //! TMA zero-fills box elements outside the tensors, so any M, N, K works with no predicates
 //! in the main loop; the epilogue guards rows and columns.
@@ -64,6 +69,8 @@ pub struct WgmmaTiling {
     /// `setmaxnreg` counts of the producer and of the consumers (0: no redistribution).
     pub producer_regs: u32,
     pub consumer_regs: u32,
+    /// Whether the launcher may split K across blocks ([`super::split_k`]).
+    pub split_k: bool,
 }
 
 impl WgmmaTiling {
@@ -143,8 +150,18 @@ impl WgmmaTiling {
 /// The tiling of an engine with `consumers` consumer warpgroups issuing m64n`bn`k16:
 /// `64 consumers x bn x 64` tiles, 4 stages, row-major block order, no register split.
 pub const fn tiling(consumers: u32, bn: u32) -> WgmmaTiling {
-    WgmmaTiling { bm: 64 * consumers, bn, bk: 64, stages: 4, consumers, group_m: 0, producer_regs: 0, consumer_regs: 0 }
-        .check()
+    WgmmaTiling {
+        bm: 64 * consumers,
+        bn,
+        bk: 64,
+        stages: 4,
+        consumers,
+        group_m: 0,
+        producer_regs: 0,
+        consumer_regs: 0,
+        split_k: false,
+    }
+    .check()
 }
 
 impl WgmmaTiling {
@@ -155,6 +172,10 @@ impl WgmmaTiling {
     /// The same tiling with the producer/consumer register split.
     pub const fn registers(self, producer_regs: u32, consumer_regs: u32) -> Self {
         WgmmaTiling { producer_regs, consumer_regs, ..self }.check()
+    }
+    /// The same tiling with split-K allowed.
+    pub const fn split(self) -> Self {
+        WgmmaTiling { split_k: true, ..self }.check()
     }
 }
 
@@ -273,7 +294,12 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
         fence_mbarrier_init();
     }
     sync_threads();
-    let steps = p.k.div_ceil(tiling.bk);
+    // Split-K: this block's slice of the k-steps (all of them without a split).
+    let (first, steps) = if tiling.split_k {
+        super::split_k::slice::<T, BUG>(&p, p.k.div_ceil(tiling.bk))
+    } else {
+        (0, p.k.div_ceil(tiling.bk))
+    };
     let (tile_m, tile_n) = tile_of(tiling.group_m);
     let (i0, j0) = (tile_m * tiling.bm, tile_n * tiling.bn);
 
@@ -293,7 +319,7 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
                     empty(s).wait((round & 1) ^ 1);
                 }
                 full(s).arrive_expect_tx(tiling.stage_bytes());
-                let k0 = (i * tiling.bk) as i32;
+                let k0 = ((first + i) * tiling.bk) as i32;
                 let mut q = 0;
                 if p.trans_a == 0 {
                     tma_load_2d(tiling.a_offset(s), a_map, k0, i0 as i32, full(s));
@@ -344,7 +370,11 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
                     let (n8, j) = (r as u32 / 4, r as u32 % 4);
                     let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
                     let col = j0 + 8 * n8 + 2 * tq + j % 2;
-                    super::store(&p, row, col, acc[r]);
+                    if tiling.split_k && p.splits > 1 {
+                        super::split_k::store_partial(&p, row, col, acc[r]);
+                    } else {
+                        super::store(&p, row, col, acc[r]);
+                    }
                 }
             });
         });
