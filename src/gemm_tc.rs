@@ -66,6 +66,21 @@ pub fn split_k(config: TcConfig, g: &Gemm, sms: usize) -> usize {
     slices_without_empty(steps, (sms / tiles).min(steps / MIN_SPLIT_STEPS).max(1))
 }
 
+/// How one [`gemm_tc_planned`] launch runs: K in `splits` slices (1: no split) and, for
+/// persistent versions, at most `blocks` blocks (one per SM; other versions ignore it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcPlan {
+    pub splits: usize,
+    pub blocks: usize,
+}
+
+impl TcPlan {
+    /// What [`gemm_tc_ex`] runs `g` with on `sms` SMs: [`split_k`]'s slices, one block per SM.
+    pub fn auto(config: TcConfig, g: &Gemm, sms: usize) -> TcPlan {
+        TcPlan { splits: split_k(config, g, sms), blocks: sms }
+    }
+}
+
 /// `splits` lowered to the count of slices of `ceil(steps / splits)` k-steps: none is empty.
 fn slices_without_empty(steps: usize, splits: usize) -> usize {
     steps.div_ceil(steps.div_ceil(splits))
@@ -139,7 +154,8 @@ pub fn gemm_tc_with<T: TcInput>(
 
 /// The general form: C of type `O` (f32, or the input type `T`), an [`Epilogue`], a chosen
 /// version. Transposed A (`K x M` as stored) and B (`N x K`) are supported; batches are not.
-/// K is split across blocks as [`split_k`] decides for this device.
+/// K is split across blocks as [`split_k`] decides for this device, and persistent versions
+/// run one block per SM ([`TcPlan::auto`]).
 pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
     ctx: &Context,
     version: &TcVersion,
@@ -149,14 +165,14 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
     c: BufMut<'_, O>,
     ep: &Epilogue<'_, O>,
 ) -> Result<()> {
-    gemm_tc_split(ctx, version, g, a, b, c, ep, split_k(version.config, g, sm_count(ctx)))
+    gemm_tc_planned(ctx, version, g, a, b, c, ep, TcPlan::auto(version.config, g, sm_count(ctx)))
 }
 
-/// As [`gemm_tc_ex`] with K split into `splits` slices (tests and tuning): 1 for any
-/// version; more only for versions whose tiling allows split-K, at most the `ceil(K / 64)`
-/// k-steps, lowered to the count that leaves no slice empty.
+/// As [`gemm_tc_ex`] with a chosen [`TcPlan`] (tests and tuning). Slices: 1 for any version;
+/// more only for versions whose tiling allows split-K, at most the `ceil(K / 64)` k-steps,
+/// lowered to the count that leaves no slice empty. Blocks: at least 1.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_tc_split<T: TcInput, O: Scalar>(
+pub fn gemm_tc_planned<T: TcInput, O: Scalar>(
     ctx: &Context,
     version: &TcVersion,
     g: &Gemm,
@@ -164,7 +180,7 @@ pub fn gemm_tc_split<T: TcInput, O: Scalar>(
     b: BufRef<'_, T>,
     mut c: BufMut<'_, O>,
     ep: &Epilogue<'_, O>,
-    splits: usize,
+    plan: TcPlan,
 ) -> Result<()> {
     const OP: &str = "gemm_tc";
     a.check_context(ctx, OP)?;
@@ -216,6 +232,10 @@ pub fn gemm_tc_split<T: TcInput, O: Scalar>(
                 version.name, info.name, info.ptx_arch, VERSIONS[0].name
             ),
         ));
+    }
+    let TcPlan { splits, blocks } = plan;
+    if blocks == 0 {
+        return Err(Error::invalid(OP, "blocks = 0: a persistent launch needs at least one block"));
     }
     let splits = match cfg {
         _ if splits == 0 => return Err(Error::invalid(OP, "splits = 0: pass 1 for no split-K")),
@@ -287,6 +307,11 @@ pub fn gemm_tc_split<T: TcInput, O: Scalar>(
         Some(r) => (unsafe { Global::from_raw_parts(r.addr() as *const f32, r.len()) }, Global::empty()),
     };
     let bias = ep.bias.as_ref().map_or(Global::empty(), |b| b.global());
+    // Work units: tiles times slices (a persistent grid's blocks walk them).
+    let units = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * splits;
+    if units > u32::MAX as usize {
+        return Err(Error::invalid(OP, format!("{units} tiles x slices exceed 2^32: split the problem")));
+    }
     // Split-K's workspace: `splits x M x N` f32 (the context's scratch).
     let partial_words = match splits {
         1 => None,
@@ -321,11 +346,12 @@ pub fn gemm_tc_split<T: TcInput, O: Scalar>(
             partial,
             maps: maps_addr,
         };
-        let launch_cfg = LaunchConfig {
-            grid: Dim3::new(g.n.div_ceil(bn as usize) as u32, grid_y as u32, splits as u32),
-            block: Dim3::x(cfg.threads()),
-            shared_bytes: cfg.shared_bytes(),
+        let grid = match cfg {
+            // Persistent: one block per unit (tile and slice) up to `blocks`.
+            TcConfig::Wgmma(t) if t.persistent => Dim3::x(units.min(blocks) as u32),
+            _ => Dim3::new(g.n.div_ceil(bn as usize) as u32, grid_y as u32, splits as u32),
         };
+        let launch_cfg = LaunchConfig { grid, block: Dim3::x(cfg.threads()), shared_bytes: cfg.shared_bytes() };
         ctx.launch(T::kernel(version), launch_cfg, params)?;
         if splits > 1 {
             // The second pass: thread (x, y) adds the slices of C element (y, x).

@@ -754,18 +754,18 @@ pub fn gemm_tc_ex_with<T: crate::gemm_tc::TcInput, O: Float>(
     ep: EpilogueSpec,
     version: &crate::gemm_tc::TcVersion,
 ) -> Result<Report> {
-    gemm_tc_split_with::<T, O>(ctx, case, ep, version, None)
+    gemm_tc_planned_with::<T, O>(ctx, case, ep, version, None)
 }
 
-/// As [`gemm_tc_ex_with`], with K split into `splits` slices ([`crate::gemm_tc::gemm_tc_split`]);
-/// `None`: as the launcher decides. The bound needs no change: adding the slices puts at most
+/// As [`gemm_tc_ex_with`], with a chosen plan ([`crate::gemm_tc::gemm_tc_planned`]: K slices,
+/// persistent blocks); `None`: as the launcher decides. The bound needs no change: adding the slices puts at most
 /// `splits - 1 < k` more f32 roundings in each element's chain, inside `gamma_{2k+2}`'s margin.
-pub fn gemm_tc_split_with<T: crate::gemm_tc::TcInput, O: Float>(
+pub fn gemm_tc_planned_with<T: crate::gemm_tc::TcInput, O: Float>(
     ctx: &Context,
     case: &GemmCase,
     ep: EpilogueSpec,
     version: &crate::gemm_tc::TcVersion,
-    splits: Option<usize>,
+    plan: Option<crate::gemm_tc::TcPlan>,
 ) -> Result<Report> {
     gemm_check::<T, O>(
         ctx,
@@ -773,9 +773,9 @@ pub fn gemm_tc_split_with<T: crate::gemm_tc::TcInput, O: Float>(
         ep,
         |g, a, b, c, bias, residual| {
             let e = crate::gemm_tc::Epilogue { bias, gelu: ep.gelu, residual };
-            match splits {
+            match plan {
                 None => crate::gemm_tc::gemm_tc_ex(ctx, version, g, a, b, c, &e),
-                Some(s) => crate::gemm_tc::gemm_tc_split(ctx, version, g, a, b, c, &e, s),
+                Some(plan) => crate::gemm_tc::gemm_tc_planned(ctx, version, g, a, b, c, &e, plan),
             }
         },
         reference::gemm_tc_error,

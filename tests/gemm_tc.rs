@@ -218,7 +218,10 @@ fn broken_wgmma_variants_are_rejected() {
     for v in gemm_tc::BUG_VERSIONS {
         // Wrong numbers, not a broken protocol: the comparison must catch these.
         let layout_bug = v.name.ends_with("layout") || v.name.contains("split_k");
-        match verify::gemm_tc_with::<bf16>(&ctx, &case, v) {
+        // Two slices where the version splits, and one block for a persistent one (so it
+        // walks all four units and the ring wraps across them).
+        let splits = if matches!(v.config, gemm_tc::TcConfig::Wgmma(t) if t.split_k) { 2 } else { 1 };
+        match verify::gemm_tc_planned_with::<bf16, f32>(&ctx, &case, EpilogueSpec::default(), v, plan(splits, 1)) {
             Ok(r) => {
                 assert!(layout_bug, "{}: a protocol bug should be stopped by the emulator, got {r}", v.name);
                 assert!(!r.passed(), "{} passed the harness: {r}", v.name);
@@ -232,6 +235,10 @@ fn broken_wgmma_variants_are_rejected() {
             }
         }
     }
+}
+
+fn plan(splits: usize, blocks: usize) -> Option<gemm_tc::TcPlan> {
+    Some(gemm_tc::TcPlan { splits, blocks })
 }
 
 fn split_version() -> &'static TcVersion {
@@ -252,9 +259,9 @@ fn split_k_slices_match_reference() {
         for (m, n, k, splits) in [(130, 200, 520, 2), (130, 200, 520, 4), (130, 200, 520, 5), (130, 200, 520, 9)] {
             let case = GemmCase { gemm: problem(m, n, k, 0, 1.25, 0.5), seed: (k + splits) as u64, offset: 0 };
             for r in [
-                verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, EpilogueSpec::default(), v, Some(splits)),
-                verify::gemm_tc_split_with::<f16, f32>(&ctx, &case, ep, v, Some(splits)),
-                verify::gemm_tc_split_with::<bf16, bf16>(&ctx, &case, ep, v, Some(splits)),
+                verify::gemm_tc_planned_with::<bf16, f32>(&ctx, &case, EpilogueSpec::default(), v, plan(splits, 132)),
+                verify::gemm_tc_planned_with::<f16, f32>(&ctx, &case, ep, v, plan(splits, 132)),
+                verify::gemm_tc_planned_with::<bf16, bf16>(&ctx, &case, ep, v, plan(splits, 132)),
             ] {
                 let r = r.unwrap_or_else(|e| panic!("{splits} slices {case:?} on {}: {e}", ctx.backend()));
                 assert!(r.passed(), "{splits} slices {case:?} on {}: {r}", ctx.backend());
@@ -262,7 +269,7 @@ fn split_k_slices_match_reference() {
         }
         for (m, n, k, splits) in [(1, 8, 1000, 3), (33, 264, 1000, 7), (64, 8, 1000, 16)] {
             let case = GemmCase { gemm: problem(m, n, k, 0, -1.0, 0.0), seed: splits as u64, offset: 0 };
-            let r = verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, ep, v, Some(splits))
+            let r = verify::gemm_tc_planned_with::<bf16, f32>(&ctx, &case, ep, v, plan(splits, 132))
                 .unwrap_or_else(|e| panic!("{splits} slices {case:?} on {}: {e}", ctx.backend()));
             assert!(r.passed(), "{splits} slices {case:?} on {}: {r}", ctx.backend());
         }
@@ -288,8 +295,11 @@ fn split_k_rule_fills_idle_sms_only() {
     ] {
         assert_eq!(gemm_tc::split_k(cfg, &gemm(m, n, k), 132), want, "{m} x {n} x {k}");
     }
-    for v in VERSIONS.iter().filter(|v| v.name != split_version().name) {
-        assert_eq!(gemm_tc::split_k(v.config, &gemm(64, 64, 16384), 132), 1, "{} does not split", v.name);
+    for v in VERSIONS {
+        let splits = matches!(v.config, gemm_tc::TcConfig::Wgmma(t) if t.split_k);
+        assert_eq!(splits, v.name >= "v05", "{}: split-K from v05 on", v.name);
+        let want = if splits { 64 } else { 1 };
+        assert_eq!(gemm_tc::split_k(v.config, &gemm(64, 64, 16384), 132), want, "{}", v.name);
     }
     let (bm, bn) = cfg.block_tile();
     for sms in [1, 8, 78, 114, 132] {
@@ -316,7 +326,7 @@ fn split_k_refusals_say_what_to_pass() {
     let mut c = ctx.upload(&[0f32; 64 * 64]).unwrap();
     let g = Gemm::new(64, 64, 256);
     let none = gemm_tc::Epilogue::default();
-    let mut refuse = |v: &TcVersion, splits: usize, needle: &str| match gemm_tc::gemm_tc_split(
+    let mut refuse = |v: &TcVersion, splits: usize, needle: &str| match gemm_tc::gemm_tc_planned(
         &ctx,
         v,
         &g,
@@ -324,7 +334,7 @@ fn split_k_refusals_say_what_to_pass() {
         b.as_view(),
         c.as_view_mut(),
         &none,
-        splits,
+        plan(splits, 132).unwrap(),
     ) {
         Err(e @ Error::InvalidArgument { .. }) => {
             assert!(e.to_string().contains(needle), "{} with {splits} slices says {needle}: {e}", v.name)
@@ -335,6 +345,39 @@ fn split_k_refusals_say_what_to_pass() {
     refuse(split_version(), 5, "at most 4");
     refuse(gemm_tc::version("v04_wgmma_n256").unwrap(), 2, "v05_wgmma_splitk");
     refuse(&VERSIONS[0], 2, "does not split K");
+    let persistent = gemm_tc::version("v06_wgmma_persistent").unwrap();
+    let no_blocks = gemm_tc::TcPlan { splits: 1, blocks: 0 };
+    match gemm_tc::gemm_tc_planned(&ctx, persistent, &g, a.as_view(), b.as_view(), c.as_view_mut(), &none, no_blocks) {
+        Err(e @ Error::InvalidArgument { .. }) => assert!(e.to_string().contains("at least one block"), "{e}"),
+        other => panic!("blocks = 0 should be refused, got {other:?}"),
+    }
+}
+
+/// A persistent block walks several tiles (and slices) with the ring's stages and phases
+/// running on across them: v06 with 1, 2, 3 and 5 blocks for 9 tiles of 9 k-steps (which
+/// leave the ring at a different stage after each tile), with 3 slices, and in every layout
+/// with the epilogue.
+#[test]
+fn persistent_blocks_walk_every_tile() {
+    let v = gemm_tc::version("v06_wgmma_persistent").expect("the persistent version is in the ladder");
+    for ctx in common::backends("gemm_tc_persistent_blocks") {
+        if !runs(&ctx, v, GemmCase { gemm: problem(8, 8, 8, 0, 1.0, 0.0), seed: 0, offset: 0 }) {
+            continue;
+        }
+        let ep = EpilogueSpec { bias: true, gelu: false, residual: true };
+        for (blocks, splits) in [(1, 1), (2, 1), (3, 1), (5, 1), (2, 3), (4, 2)] {
+            let case = GemmCase { gemm: problem(257, 520, 520, 0, 1.0, 0.5), seed: blocks as u64, offset: 0 };
+            let r = verify::gemm_tc_planned_with::<bf16, f32>(&ctx, &case, ep, v, plan(splits, blocks))
+                .unwrap_or_else(|e| panic!("{blocks} blocks, {splits} slices on {}: {e}", ctx.backend()));
+            assert!(r.passed(), "{blocks} blocks, {splits} slices on {}: {r}", ctx.backend());
+        }
+        for (ta, tb) in [(Trans::T, Trans::N), (Trans::N, Trans::T), (Trans::T, Trans::T)] {
+            let case = GemmCase { gemm: layout(136, 264, 200, ta, tb, 0, -0.5, 0.0), seed: 3, offset: 0 };
+            let r = verify::gemm_tc_planned_with::<f16, f16>(&ctx, &case, ep, v, plan(1, 2))
+                .unwrap_or_else(|e| panic!("{ta:?}{tb:?} on {}: {e}", ctx.backend()));
+            assert!(r.passed(), "{ta:?}{tb:?} on {}: {r}", ctx.backend());
+        }
+    }
 }
 
 /// The public `gemm()` takes bf16 and f16 inputs to the tensor cores, batches included (a

@@ -904,11 +904,12 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
+    let plan = a.splits.map(|splits| gemm_tc::TcPlan { splits, blocks: sms });
     let result = match (a.dtype.as_str(), a.out16) {
-        ("bf16", false) => verify::gemm_tc_split_with::<bf16, f32>(&ctx, &case, ep, version, a.splits),
-        ("bf16", true) => verify::gemm_tc_split_with::<bf16, bf16>(&ctx, &case, ep, version, a.splits),
-        (_, false) => verify::gemm_tc_split_with::<f16, f32>(&ctx, &case, ep, version, a.splits),
-        (_, true) => verify::gemm_tc_split_with::<f16, f16>(&ctx, &case, ep, version, a.splits),
+        ("bf16", false) => verify::gemm_tc_planned_with::<bf16, f32>(&ctx, &case, ep, version, plan),
+        ("bf16", true) => verify::gemm_tc_planned_with::<bf16, bf16>(&ctx, &case, ep, version, plan),
+        (_, false) => verify::gemm_tc_planned_with::<f16, f32>(&ctx, &case, ep, version, plan),
+        (_, true) => verify::gemm_tc_planned_with::<f16, f16>(&ctx, &case, ep, version, plan),
     };
     report_exit(result)
 }

@@ -9,6 +9,7 @@
 //! | [`v03_wgmma_256`] | 256 x 128 tiles (four consumer warpgroups) and grouped block order for L2 reuse |
 //! | [`v04_wgmma_n256`] | 128 x 256 tiles: two consumer warpgroups on wgmma m64n256k16 (128 accumulators each), registers moved from the producer to the consumers with `setmaxnreg` |
 //! | [`v05_wgmma_splitk`] | v04 plus split-K ([`split_k`]): problems with too few C tiles for the SMs split K across blocks and add the slices in a second, deterministic pass |
+//! | [`v06_wgmma_persistent`] | v05 run by persistent blocks (one per SM) walking the tiles, the TMA ring running on across tile boundaries |
 //!
 //! [`probe`] holds one-warp kernels that pin the fragment layouts down (tests/mma.rs).
 //!
@@ -21,7 +22,8 @@
 //! # Safety
 //! The launcher guarantees every view holds the elements the shape reaches, the grid covers
 //! `ceil(N / BN) x ceil(M / BM)` (times `splits` in z, with `splits > 1` only for versions
-//! whose tiling has `split_k` and a `partial` view of `splits x M x N`), the dynamic shared segment is [`TcTiling::shared_bytes`],
+//! whose tiling has `split_k` and a `partial` view of `splits x M x N`; persistent versions
+//! get a 1-D grid of at least one block), the dynamic shared segment is [`TcTiling::shared_bytes`],
 //! and `vec_a` / `vec_b` are nonzero only when the operand's view is 16-byte aligned and its
 //! leading dimension is a multiple of 8 elements (the cp.async path); otherwise tiles are
 //! staged with guarded scalar loads. Every global access is guarded against `M, N, K`.
@@ -36,6 +38,7 @@ pub mod v02_wgmma;
 pub mod v03_wgmma_256;
 pub mod v04_wgmma_n256;
 pub mod v05_wgmma_splitk;
+pub mod v06_wgmma_persistent;
 pub mod wgmma;
 
 /// The parameters of every tensor-core GEMM kernel.
@@ -228,6 +231,10 @@ crate::kernels! {
     GEMM_TC_V05_WGMMA_SPLITK_BF16 = gemm_tc_v05_wgmma_splitk_bf16(TcParams<half::bf16>) => v05_wgmma_splitk::run::<half::bf16>;
     /// v05: as above, f16 inputs.
     GEMM_TC_V05_WGMMA_SPLITK_F16 = gemm_tc_v05_wgmma_splitk_f16(TcParams<half::f16>) => v05_wgmma_splitk::run::<half::f16>;
+    /// v06: v05 run by persistent blocks, bf16 inputs.
+    GEMM_TC_V06_WGMMA_PERSISTENT_BF16 = gemm_tc_v06_wgmma_persistent_bf16(TcParams<half::bf16>) => v06_wgmma_persistent::run::<half::bf16>;
+    /// v06: as above, f16 inputs.
+    GEMM_TC_V06_WGMMA_PERSISTENT_F16 = gemm_tc_v06_wgmma_persistent_f16(TcParams<half::f16>) => v06_wgmma_persistent::run::<half::f16>;
     /// Split-K's second pass: the slices added in order, then the epilogue; bf16 inputs.
     GEMM_TC_SPLIT_K_REDUCE_BF16 = gemm_tc_split_k_reduce_bf16(TcParams<half::bf16>) => split_k::reduce::<half::bf16>;
     /// Split-K's second pass, f16 inputs.
@@ -242,6 +249,8 @@ crate::kernels! {
     GEMM_TC_BUG_WGMMA_EARLY_RELEASE = gemm_tc_bug_wgmma_early_release(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::EARLY_RELEASE }>;
     /// v05 whose k-slices drop the remainder steps (harness test).
     GEMM_TC_BUG_SPLIT_K_FLOOR_SLICES = gemm_tc_bug_split_k_floor_slices(TcParams<half::bf16>) => v05_wgmma_splitk::run_bug::<half::bf16, { split_k::BUG_FLOOR_SLICES }>;
+    /// v06 whose consumers never release a tile's last stage (harness test).
+    GEMM_TC_BUG_PERSISTENT_KEEP_LAST_STAGE = gemm_tc_bug_persistent_keep_last_stage(TcParams<half::bf16>) => v06_wgmma_persistent::run_bug::<half::bf16, { wgmma::bug::KEEP_LAST_STAGE }>;
     /// Probe: one m16n8k16 from fragments loaded straight from global memory.
     MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
     /// Probe: as above, f16.
@@ -361,9 +370,15 @@ pub const VERSIONS: &[TcVersion] = &[
         f16: &GEMM_TC_V05_WGMMA_SPLITK_F16,
         config: TcConfig::Wgmma(v05_wgmma_splitk::TILING),
     },
+    TcVersion {
+        name: "v06_wgmma_persistent",
+        bf16: &GEMM_TC_V06_WGMMA_PERSISTENT_BF16,
+        f16: &GEMM_TC_V06_WGMMA_PERSISTENT_F16,
+        config: TcConfig::Wgmma(v06_wgmma_persistent::TILING),
+    },
 ];
 
-/// v02 and v05 with deliberate bugs, as versions (bf16 only; `f16` names the real kernel of
+/// v02, v05 and v06 with deliberate bugs, as versions (bf16 only; `f16` names the real kernel of
 /// the same version): the harness must reject each one on the emulator.
 #[cfg(not(target_arch = "nvptx64"))]
 pub const BUG_VERSIONS: &[TcVersion] = &[
@@ -396,6 +411,12 @@ pub const BUG_VERSIONS: &[TcVersion] = &[
         bf16: &GEMM_TC_BUG_SPLIT_K_FLOOR_SLICES,
         f16: &GEMM_TC_V05_WGMMA_SPLITK_F16,
         config: TcConfig::Wgmma(v05_wgmma_splitk::TILING),
+    },
+    TcVersion {
+        name: "bug_persistent_keep_last_stage",
+        bf16: &GEMM_TC_BUG_PERSISTENT_KEEP_LAST_STAGE,
+        f16: &GEMM_TC_V06_WGMMA_PERSISTENT_F16,
+        config: TcConfig::Wgmma(v06_wgmma_persistent::TILING),
     },
 ];
 

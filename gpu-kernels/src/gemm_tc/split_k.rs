@@ -1,7 +1,8 @@
 //! Split-K for the [`super::wgmma`] engine: when a problem has too few C tiles to occupy the
 //! GPU (decode-like `M <= 128`, or small `M x N` with a long K), the launcher gives each tile
 //! `splits` blocks (grid z). Block z runs the k-steps of slice z only and stores its raw
-//! accumulators, unscaled, to an f32 workspace; [`reduce`] then adds the slices in order
+//! accumulators, unscaled, to an f32 workspace (a persistent version's unit carries its slice
+//! instead of grid z); [`reduce`] then adds the slices in order
 //! 0, 1, ... (so the result does not depend on block timing) and applies the epilogue
 //! ([`super::store`]) once.
 //!
@@ -16,7 +17,7 @@
 
 use super::TcParams;
 use crate::device::mma::MmaInput;
-use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, block_idx_z, grid_dim_y, thread_idx_x};
+use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, grid_dim_y, thread_idx_x};
 
 /// Threads per block of [`reduce`].
 pub const REDUCE_THREADS: u32 = 256;
@@ -25,26 +26,26 @@ pub const REDUCE_THREADS: u32 = 256;
 /// last `steps % splits` k-steps.
 pub const BUG_FLOOR_SLICES: u32 = 5;
 
-/// This block's k-steps when the launch splits K: (first step, count). Without a split,
-/// `(0, steps)`.
+/// Slice `z`'s k-steps of K's `steps` when the launch splits K: (first step, count).
+/// Without a split, `(0, steps)`.
 #[inline(always)]
-pub fn slice<T: MmaInput, const BUG: u32>(p: &TcParams<T>, steps: u32) -> (u32, u32) {
+pub fn slice<T: MmaInput, const BUG: u32>(p: &TcParams<T>, steps: u32, z: u32) -> (u32, u32) {
     if p.splits <= 1 {
         return (0, steps);
     }
     let per = if BUG == BUG_FLOOR_SLICES { steps / p.splits } else { steps.div_ceil(p.splits) };
-    let first = block_idx_z() * per;
+    let first = z * per;
     (first, steps.saturating_sub(first).min(per))
 }
 
-/// Slice z's raw accumulator for C element (`i`, `j`), guarded against the matrix edges.
+/// Slice `z`'s raw accumulator for C element (`i`, `j`), guarded against the matrix edges.
 #[inline(always)]
-pub fn store_partial<T: MmaInput>(p: &TcParams<T>, i: u32, j: u32, acc: f32) {
+pub fn store_partial<T: MmaInput>(p: &TcParams<T>, z: u32, i: u32, j: u32, acc: f32) {
     if i >= p.m || j >= p.n {
         return;
     }
     let (m, n) = (p.m as usize, p.n as usize);
-    p.partial.store((block_idx_z() as usize * m + i as usize) * n + j as usize, acc);
+    p.partial.store((z as usize * m + i as usize) * n + j as usize, acc);
 }
 
 /// The second pass: thread (x, row) adds the `splits` partial sums of C element (row, x) in

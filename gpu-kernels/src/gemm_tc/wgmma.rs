@@ -38,6 +38,14 @@
 //! bytes, K-major. A k-step of 16 advances a K-major start by 32 bytes, an MN-major one by
 //! 2048 (16 rows).
 //!
+//! # Persistent blocks
+//! Tilings with `persistent` are launched with at most one block per SM. Block b runs units
+//! b, b + grid, b + 2 grid, ... of the `tiles x splits` units (unit u: tile `u % tiles` in
+//! the block order, slice `u / tiles`). Producer and consumers walk the same units and count
+//! k-steps through the ring across them, so stage and phase carry on from one unit to the
+//! next: consumers release a unit's last stage once its wgmmas complete, and the producer
+//! loads the next unit's first stages while the consumers store the last one's C tile.
+//!
 //! # Split-K
 //! Tilings with `split_k` run k-steps `first .. first + steps` of grid z's slice and, when the
 //! launch splits, store raw accumulators to the workspace instead of applying the epilogue
@@ -53,7 +61,9 @@ use crate::device::hopper::{
     setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_2d, wgmma_commit, wgmma_fence, wgmma_wait,
 };
 use crate::device::mma::MmaInput;
-use crate::device::thread::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x};
+use crate::device::thread::{
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x,
+};
 use crate::gemm::unroll8;
 
 /// The tile configuration: the one source the launcher reads.
@@ -71,6 +81,9 @@ pub struct WgmmaTiling {
     pub consumer_regs: u32,
     /// Whether the launcher may split K across blocks ([`super::split_k`]).
     pub split_k: bool,
+    /// Persistent: a grid of at most one block per SM, each looping over work units (see
+    /// "Persistent blocks").
+    pub persistent: bool,
 }
 
 impl WgmmaTiling {
@@ -160,6 +173,7 @@ pub const fn tiling(consumers: u32, bn: u32) -> WgmmaTiling {
         producer_regs: 0,
         consumer_regs: 0,
         split_k: false,
+        persistent: false,
     }
     .check()
 }
@@ -177,6 +191,10 @@ impl WgmmaTiling {
     pub const fn split(self) -> Self {
         WgmmaTiling { split_k: true, ..self }.check()
     }
+    /// The same tiling run by persistent blocks.
+    pub const fn persistent(self) -> Self {
+        WgmmaTiling { persistent: true, ..self }.check()
+    }
 }
 
 /// One version of the engine: its tiling and the accumulator type of its wgmma shape.
@@ -186,14 +204,13 @@ pub trait WgmmaVersion {
     type Acc: WgmmaAccumulator;
 }
 
-/// The block's C tile (row, column) for `group_m` (see "Block order").
+/// C tile `pid` (row-major numbering) of a `tiles_m x tiles_n` grid of tiles, as (row,
+/// column), in the block order of `group_m` (see "Block order").
 #[inline(always)]
-fn tile_of(group_m: u32) -> (u32, u32) {
+fn tile_of(pid: u32, tiles_m: u32, tiles_n: u32, group_m: u32) -> (u32, u32) {
     if group_m == 0 {
-        return (block_idx_y(), block_idx_x());
+        return (pid / tiles_n, pid % tiles_n);
     }
-    let (tiles_n, tiles_m) = (grid_dim_x(), grid_dim_y());
-    let pid = block_idx_y() * tiles_n + block_idx_x();
     let per_group = group_m * tiles_n;
     let first_m = (pid / per_group) * group_m;
     let rows = (tiles_m - first_m).min(group_m);
@@ -201,11 +218,72 @@ fn tile_of(group_m: u32) -> (u32, u32) {
     (first_m + in_group % rows, in_group / rows)
 }
 
+/// One unit of a block's work: a C tile (first row and column) and the k-steps
+/// `first .. first + steps` of its slice `z` (all of K without a split).
+#[derive(Clone, Copy)]
+struct Unit {
+    i0: u32,
+    j0: u32,
+    z: u32,
+    first: u32,
+    steps: u32,
+}
+
+/// The work units of this block: with `persistent`, units `block x, block x + grid x, ...`
+/// below `tiles x splits` (unit `u` is slice `u / tiles` of tile `u % tiles`); otherwise the
+/// one unit of block (x, y, z): tile (y, x) in the block order, slice z.
+#[derive(Clone, Copy)]
+struct Units {
+    next: u32,
+    count: u32,
+    stride: u32,
+    tiles_m: u32,
+    tiles_n: u32,
+}
+
+impl Units {
+    #[inline(always)]
+    fn of<T: MmaInput>(tiling: WgmmaTiling, p: &TcParams<T>) -> Units {
+        if tiling.persistent {
+            let (tiles_m, tiles_n) = (p.m.div_ceil(tiling.bm), p.n.div_ceil(tiling.bn));
+            let count = tiles_m * tiles_n * if tiling.split_k { p.splits.max(1) } else { 1 };
+            Units { next: block_idx_x(), count, stride: grid_dim_x(), tiles_m, tiles_n }
+        } else {
+            // One unit: the block's tile, numbered row-major.
+            let (tiles_n, tiles_m) = (grid_dim_x(), grid_dim_y());
+            let pid = block_idx_y() * tiles_n + block_idx_x();
+            Units { next: pid, count: pid + 1, stride: 1, tiles_m, tiles_n }
+        }
+    }
+
+    /// The next unit, with the k-steps of K (`steps` of them) its slice runs.
+    #[inline(always)]
+    fn next<T: MmaInput, const BUG: u32>(&mut self, tiling: WgmmaTiling, p: &TcParams<T>, steps: u32) -> Option<Unit> {
+        if self.next >= self.count {
+            return None;
+        }
+        let u = self.next;
+        self.next += self.stride;
+        let tiles = self.tiles_m * self.tiles_n;
+        let (pid, z) = if tiling.persistent { (u % tiles, u / tiles) } else { (u, block_idx_z()) };
+        let (tile_m, tile_n) = if tiling.group_m == 0 && !tiling.persistent {
+            (block_idx_y(), block_idx_x())
+        } else {
+            tile_of(pid, self.tiles_m, self.tiles_n, tiling.group_m)
+        };
+        let (first, steps) = if tiling.split_k { super::split_k::slice::<T, BUG>(p, steps, z) } else { (0, steps) };
+        Some(Unit { i0: tile_m * tiling.bm, j0: tile_n * tiling.bn, z, first, steps })
+    }
+}
+
 /// A consumer warpgroup's k-loop for one layout, given as the wgmma immediates: `IMM_A = 1`
 /// when A is stored transposed (M-major), `IMM_B = 1` when B is stored as is (N-major).
-/// Returns the accumulators after the last group completed.
+/// `it0` is the count of k-steps this block ran through the ring before (earlier units of a
+/// persistent block), which fixes each step's stage and phase. Returns the accumulators after
+/// the last group completed.
 #[inline(always)]
 fn mainloop<T: MmaInput, V: WgmmaVersion, const BUG: u32, const IMM_A: u32, const IMM_B: u32>(
+    it0: u32,
     steps: u32,
     t: u32,
 ) -> V::Acc {
@@ -217,7 +295,7 @@ fn mainloop<T: MmaInput, V: WgmmaVersion, const BUG: u32, const IMM_A: u32, cons
     let mut acc = V::Acc::ZERO;
     let mut i = 0;
     while i < steps {
-        let (s, round) = (i % stages, i / stages);
+        let (s, round) = ((it0 + i) % stages, (it0 + i) / stages);
         if BUG != bug::NO_FULL_WAIT {
             full(s).wait(round & 1);
         }
@@ -251,12 +329,16 @@ fn mainloop<T: MmaInput, V: WgmmaVersion, const BUG: u32, const IMM_A: u32, cons
             // At most this step's group in flight: the previous step's stage is free.
             wgmma_wait::<1>();
             if i > 0 && t.is_multiple_of(32) {
-                empty((i - 1) % stages).arrive();
+                empty((it0 + i - 1) % stages).arrive();
             }
         }
         i += 1;
     }
     wgmma_wait::<0>();
+    // A persistent block's producer goes on to its next unit: the last stage is free now.
+    if tiling.persistent && BUG != bug::KEEP_LAST_STAGE && steps > 0 && t.is_multiple_of(32) {
+        empty((it0 + steps - 1) % stages).arrive();
+    }
     acc
 }
 
@@ -271,6 +353,9 @@ pub mod bug {
     pub const NO_EMPTY_WAIT: u32 = 3;
     /// Consumers release a stage right after issuing its wgmmas, before waiting for them.
     pub const EARLY_RELEASE: u32 = 4;
+    /// Persistent consumers keep each unit's last stage (value 5 is split-K's bug,
+    /// [`super::super::split_k::BUG_FLOOR_SLICES`]).
+    pub const KEEP_LAST_STAGE: u32 = 6;
 }
 
 /// The engine for version `V`, with deliberate bug `BUG` (0: none).
@@ -294,14 +379,7 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
         fence_mbarrier_init();
     }
     sync_threads();
-    // Split-K: this block's slice of the k-steps (all of them without a split).
-    let (first, steps) = if tiling.split_k {
-        super::split_k::slice::<T, BUG>(&p, p.k.div_ceil(tiling.bk))
-    } else {
-        (0, p.k.div_ceil(tiling.bk))
-    };
-    let (tile_m, tile_n) = tile_of(tiling.group_m);
-    let (i0, j0) = (tile_m * tiling.bm, tile_n * tiling.bn);
+    let k_steps = p.k.div_ceil(tiling.bk);
 
     if wg == consumers {
         if tiling.uses_setmaxnreg() {
@@ -310,37 +388,47 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
         if t.is_multiple_of(128) {
             let a_map = TensorMap { addr: p.maps };
             let b_map = TensorMap { addr: p.maps + crate::device::hopper::TENSOR_MAP_BYTES as u64 };
-            fence_tensormap_acquire(a_map);
-            fence_tensormap_acquire(b_map);
-            let mut i = 0;
-            while i < steps {
-                let (s, round) = (i % stages, i / stages);
-                if BUG != bug::NO_EMPTY_WAIT {
-                    empty(s).wait((round & 1) ^ 1);
-                }
-                full(s).arrive_expect_tx(tiling.stage_bytes());
-                let k0 = ((first + i) * tiling.bk) as i32;
-                let mut q = 0;
-                if p.trans_a == 0 {
-                    tma_load_2d(tiling.a_offset(s), a_map, k0, i0 as i32, full(s));
-                } else {
-                    while q < tiling.bm / 64 {
-                        let dst = tiling.a_offset(s) + q * tiling.panel_bytes();
-                        tma_load_2d(dst, a_map, (i0 + 64 * q) as i32, k0, full(s));
-                        q += 1;
+            // K = 0 launches without maps (`maps` is 0) and loads nothing.
+            if k_steps > 0 {
+                fence_tensormap_acquire(a_map);
+                fence_tensormap_acquire(b_map);
+            }
+            // `it` counts k-steps through the ring across this block's units.
+            let mut it = 0;
+            let mut units = Units::of(tiling, &p);
+            while let Some(u) = units.next::<T, BUG>(tiling, &p, k_steps) {
+                let (i0, j0) = (u.i0, u.j0);
+                let mut i = 0;
+                while i < u.steps {
+                    let (s, round) = (it % stages, it / stages);
+                    if BUG != bug::NO_EMPTY_WAIT {
+                        empty(s).wait((round & 1) ^ 1);
                     }
-                }
-                if p.trans_b == 0 {
-                    q = 0;
-                    while q < tiling.bn / 64 {
-                        let dst = tiling.b_offset(s) + q * tiling.panel_bytes();
-                        tma_load_2d(dst, b_map, (j0 + 64 * q) as i32, k0, full(s));
-                        q += 1;
+                    full(s).arrive_expect_tx(tiling.stage_bytes());
+                    let k0 = ((u.first + i) * tiling.bk) as i32;
+                    let mut q = 0;
+                    if p.trans_a == 0 {
+                        tma_load_2d(tiling.a_offset(s), a_map, k0, i0 as i32, full(s));
+                    } else {
+                        while q < tiling.bm / 64 {
+                            let dst = tiling.a_offset(s) + q * tiling.panel_bytes();
+                            tma_load_2d(dst, a_map, (i0 + 64 * q) as i32, k0, full(s));
+                            q += 1;
+                        }
                     }
-                } else {
-                    tma_load_2d(tiling.b_offset(s), b_map, k0, j0 as i32, full(s));
+                    if p.trans_b == 0 {
+                        q = 0;
+                        while q < tiling.bn / 64 {
+                            let dst = tiling.b_offset(s) + q * tiling.panel_bytes();
+                            tma_load_2d(dst, b_map, (j0 + 64 * q) as i32, k0, full(s));
+                            q += 1;
+                        }
+                    } else {
+                        tma_load_2d(tiling.b_offset(s), b_map, k0, j0 as i32, full(s));
+                    }
+                    i += 1;
+                    it += 1;
                 }
-                i += 1;
             }
         }
         return;
@@ -349,15 +437,30 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
     if tiling.uses_setmaxnreg() {
         setmaxnreg_inc(tiling.consumer_regs);
     }
-    // One main loop per layout, so no branch separates the wgmmas of a k-step (ptxas fences
-    // each wgmma whose accumulators arrive through control flow it cannot follow: C7519).
-    let acc = match (p.trans_a != 0, p.trans_b != 0) {
-        (false, false) => mainloop::<T, V, BUG, 0, 1>(steps, t),
-        (false, true) => mainloop::<T, V, BUG, 0, 0>(steps, t),
-        (true, false) => mainloop::<T, V, BUG, 1, 1>(steps, t),
-        (true, true) => mainloop::<T, V, BUG, 1, 0>(steps, t),
-    };
+    let mut it = 0;
+    let mut units = Units::of(tiling, &p);
+    while let Some(u) = units.next::<T, BUG>(tiling, &p, k_steps) {
+        // One main loop per layout, so no branch separates the wgmmas of a k-step (ptxas
+        // fences each wgmma whose accumulators arrive through control flow it cannot follow:
+        // C7519).
+        let acc = match (p.trans_a != 0, p.trans_b != 0) {
+            (false, false) => mainloop::<T, V, BUG, 0, 1>(it, u.steps, t),
+            (false, true) => mainloop::<T, V, BUG, 0, 0>(it, u.steps, t),
+            (true, false) => mainloop::<T, V, BUG, 1, 1>(it, u.steps, t),
+            (true, true) => mainloop::<T, V, BUG, 1, 0>(it, u.steps, t),
+        };
+        it += u.steps;
+        epilogue::<T, V>(&p, &acc, u, t);
+    }
+}
 
+/// A consumer thread's accumulators of unit `u` to C (or, when the launch splits K, to the
+/// workspace).
+#[inline(always)]
+fn epilogue<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
+    let tiling = const { V::TILING };
+    let (i0, j0) = (u.i0, u.j0);
+    let wg = t / 128;
     // Epilogue: d[4 n8 + j] sits at row 16 warp + g + 8 (j / 2), column 8 n8 + 2 tq + j % 2.
     let (warp, lane) = ((t % 128) / 32, t % 32);
     let (g, tq) = (lane / 4, lane % 4);
@@ -371,9 +474,9 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
                     let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
                     let col = j0 + 8 * n8 + 2 * tq + j % 2;
                     if tiling.split_k && p.splits > 1 {
-                        super::split_k::store_partial(&p, row, col, acc[r]);
+                        super::split_k::store_partial(p, u.z, row, col, acc[r]);
                     } else {
-                        super::store(&p, row, col, acc[r]);
+                        super::store(p, row, col, acc[r]);
                     }
                 }
             });
