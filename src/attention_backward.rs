@@ -141,13 +141,8 @@ pub fn attention_backward_with<T: BackwardFloat>(
 ) -> Result<()> {
     let AttentionBackwardInput { q, k, v, o, d_o, lse, shape: s, causal, scale } = input;
     let AttentionGrads { mut dq, mut dk, mut dv } = grads;
-    for r in [&q, &k, &v, &o, &d_o] {
-        r.check_context(ctx, OP)?;
-    }
-    lse.check_context(ctx, OP)?;
-    for m in [&dq, &dk, &dv] {
-        m.check_context(ctx, OP)?;
-    }
+    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
+    views.check_context(ctx, OP)?;
     attention::check_shape_for(OP, &s)?;
     let Some(kernel) = version.kernel(s.head_dim) else {
         let dims: Vec<String> = version.head_dims().map(|d| d.to_string()).collect();
@@ -162,41 +157,14 @@ pub fn attention_backward_with<T: BackwardFloat>(
             ),
         ));
     };
-    for (name, got, want) in [
-        ("q", q.len(), s.q_len()),
-        ("k", k.len(), s.kv_len()),
-        ("v", v.len(), s.kv_len()),
-        ("o", o.len(), s.q_len()),
-        ("d_o", d_o.len(), s.q_len()),
-        ("lse", lse.len(), s.lse_len()),
-        ("dq", dq.len(), s.q_len()),
-        ("dk", dk.len(), s.kv_len()),
-        ("dv", dv.len(), s.kv_len()),
-    ] {
-        if got != want {
-            return Err(Error::invalid(OP, format!("{name} has {got} elements but the shape {s:?} needs {want}")));
-        }
-    }
-    if kernel.align16 {
-        let views = [
-            ("q", q.addr()),
-            ("k", k.addr()),
-            ("v", v.addr()),
-            ("d_o", d_o.addr()),
-            ("dq", dq.addr()),
-            ("dk", dk.addr()),
-            ("dv", dv.addr()),
-        ];
-        attention::check_align16(OP, version.name, &views)?;
-    }
-    let scale = scale.unwrap_or(1.0 / (s.head_dim as f32).sqrt());
-    if !scale.is_finite() {
-        return Err(Error::invalid(OP, format!("scale = {scale}: pass the forward's finite scale")));
-    }
+    let (q_len, kv_len) = (s.q_len(), s.kv_len());
+    views.check_lens(OP, [q_len, kv_len, kv_len, q_len, q_len, s.lse_len()], |name, got, want| {
+        format!("{name} has {got} elements but the shape {s:?} needs {want}")
+    })?;
+    let scale = views.check_kernel(OP, version.name, kernel, scale, s.head_dim)?;
     if s.batch == 0 || s.heads == 0 {
         return Ok(());
     }
-    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
     let run = Run { kernel, kernels: T::kernels(kernel), shape: s, longest: (s.seq_q, s.seq_k), cu: None };
     launch(ctx, run, views, causal, scale, opts)
 }
@@ -287,13 +255,8 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
         scale,
     } = input;
     let AttentionGrads { mut dq, mut dk, mut dv } = grads;
-    for r in [&q, &k, &v, &o, &d_o] {
-        r.check_context(ctx, OP)?;
-    }
-    lse.check_context(ctx, OP)?;
-    for m in [&dq, &dk, &dv] {
-        m.check_context(ctx, OP)?;
-    }
+    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
+    views.check_context(ctx, OP)?;
     let Some((kernel, varlen)) = version.varlen_kernel(head_dim) else {
         return Err(Error::invalid(
             OP,
@@ -307,44 +270,16 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
     let packed = attention::varlen_shape(OP, cu_seqlens_q, cu_seqlens_k, heads, kv_heads, head_dim, q.len(), k.len())?;
     let (s, max_q, max_k) = (packed.shape, packed.max_q, packed.max_k);
     let (batch, total_q, total_k) = (s.batch, s.seq_q, s.seq_k);
-    for (name, got, want) in [
-        ("v", v.len(), k.len()),
-        ("o", o.len(), q.len()),
-        ("d_o", d_o.len(), q.len()),
-        ("lse", lse.len(), heads * total_q),
-        ("dq", dq.len(), q.len()),
-        ("dk", dk.len(), k.len()),
-        ("dv", dv.len(), k.len()),
-    ] {
-        if got != want {
-            return Err(Error::invalid(
-                OP,
-                format!(
-                    "{name} has {got} elements but needs {want} ({total_q} query and {total_k} key tokens, {heads} heads, {kv_heads} kv heads, head_dim {head_dim})"
-                ),
-            ));
-        }
-    }
-    if kernel.align16 {
-        let views = [
-            ("q", q.addr()),
-            ("k", k.addr()),
-            ("v", v.addr()),
-            ("d_o", d_o.addr()),
-            ("dq", dq.addr()),
-            ("dk", dk.addr()),
-            ("dv", dv.addr()),
-        ];
-        attention::check_align16(OP, version.name, &views)?;
-    }
-    let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
-    if !scale.is_finite() {
-        return Err(Error::invalid(OP, format!("scale = {scale}: pass the forward's finite scale")));
-    }
+    // Q and K's lengths were checked against the offsets by `varlen_shape`.
+    views.check_lens(OP, [q.len(), k.len(), k.len(), q.len(), q.len(), heads * total_q], |name, got, want| {
+        format!(
+            "{name} has {got} elements but needs {want} ({total_q} query and {total_k} key tokens, {heads} heads, {kv_heads} kv heads, head_dim {head_dim})"
+        )
+    })?;
+    let scale = views.check_kernel(OP, version.name, kernel, scale, head_dim)?;
     if batch == 0 {
         return Ok(());
     }
-    let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
     let run = Run {
         kernel,
         kernels: T::varlen_kernels(varlen),
@@ -366,6 +301,75 @@ struct Views<'v, 'a, T: AttentionFloat> {
     dq: &'v mut BufMut<'a, T>,
     dk: &'v mut BufMut<'a, T>,
     dv: &'v mut BufMut<'a, T>,
+}
+
+impl<T: AttentionFloat> Views<'_, '_, T> {
+    /// Every view belongs to `ctx`.
+    fn check_context(&self, ctx: &Context, op: &'static str) -> Result<()> {
+        for r in [&self.q, &self.k, &self.v, &self.o, &self.d_o] {
+            r.check_context(ctx, op)?;
+        }
+        self.lse.check_context(ctx, op)?;
+        for m in [&*self.dq, &*self.dk, &*self.dv] {
+            m.check_context(ctx, op)?;
+        }
+        Ok(())
+    }
+
+    /// Lengths: `want` holds Q's, K's, V's, O's, dO's and lse's; dQ, dK and dV must match Q, K
+    /// and V. `says` words the error for (view, its length, the length it needs).
+    fn check_lens(
+        &self,
+        op: &'static str,
+        want: [usize; 6],
+        says: impl Fn(&str, usize, usize) -> String,
+    ) -> Result<()> {
+        let [q, k, v, o, d_o, lse] = want;
+        let views = [
+            ("q", self.q.len(), q),
+            ("k", self.k.len(), k),
+            ("v", self.v.len(), v),
+            ("o", self.o.len(), o),
+            ("d_o", self.d_o.len(), d_o),
+            ("lse", self.lse.len(), lse),
+            ("dq", self.dq.len(), q),
+            ("dk", self.dk.len(), k),
+            ("dv", self.dv.len(), v),
+        ];
+        match views.into_iter().find(|&(_, got, want)| got != want) {
+            Some((name, got, want)) => Err(Error::invalid(op, says(name, got, want))),
+            None => Ok(()),
+        }
+    }
+
+    /// The checks that depend on the kernel: 16-byte alignment where it loads 16 bytes at a
+    /// time, and a finite scale (`None`: `1 / sqrt(head_dim)`), which it returns.
+    fn check_kernel(
+        &self,
+        op: &'static str,
+        version: &str,
+        kernel: &BackwardKernel,
+        scale: Option<f32>,
+        head_dim: usize,
+    ) -> Result<f32> {
+        if kernel.align16 {
+            let views = [
+                ("q", self.q.addr()),
+                ("k", self.k.addr()),
+                ("v", self.v.addr()),
+                ("d_o", self.d_o.addr()),
+                ("dq", self.dq.addr()),
+                ("dk", self.dk.addr()),
+                ("dv", self.dv.addr()),
+            ];
+            attention::check_align16(op, version, &views)?;
+        }
+        let scale = scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::invalid(op, format!("scale = {scale}: pass the forward's finite scale")));
+        }
+        Ok(scale)
+    }
 }
 
 /// What one validated backward runs: the kernels, the shape (varlen: `batch` sequences over

@@ -429,6 +429,9 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
                     i += 1;
                     it += 1;
                 }
+                if !tiling.persistent {
+                    break; // one unit: no loop state for the compiler to carry
+                }
             }
         }
         return;
@@ -451,6 +454,9 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
         };
         it += u.steps;
         epilogue::<T, V>(&p, &acc, u, t);
+        if !tiling.persistent {
+            break; // one unit: no loop state for the compiler to carry
+        }
     }
 }
 
