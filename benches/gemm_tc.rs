@@ -7,10 +7,8 @@
 
 use criterion::{Criterion, Throughput};
 use ferrokern::cublas::Cublas;
-use ferrokern::gemm::Gemm;
-use ferrokern::gemm_tc::{self, VERSIONS};
+use ferrokern::gemm_tc::VERSIONS;
 use ferrokern::{BackendChoice, Context, Result};
-use half::bf16;
 use std::time::Duration;
 
 fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
@@ -35,12 +33,7 @@ fn main() {
     };
     let mut c = Criterion::default().configure_from_args();
     for n in [4096, 8192] {
-        let g = Gemm::new(n, n, n);
-        let fill =
-            |len: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((i % 17) as f32 * 0.125 - 1.0)).collect() };
-        let a = ctx.upload(&fill(n * n)).expect("A");
-        let b = ctx.upload(&fill(n * n)).expect("B");
-        let mut out = ctx.alloc::<f32>(n * n).expect("C");
+        let mut w = ferrokern::bench::TcWorkload::new(&ctx, n, n, n).expect("buffers");
         let mut group = c.benchmark_group(format!("gemm_tc/bf16/{n}x{n}x{n}"));
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         group.sample_size(10);
@@ -53,19 +46,11 @@ fn main() {
                 );
                 continue;
             }
-            group.bench_function(v.name, |bch| {
-                bch.iter_custom(|iters| {
-                    gpu_time(&ctx, iters, || {
-                        gemm_tc::gemm_tc_with(&ctx, v, &g, a.as_view(), b.as_view(), out.as_view_mut())
-                    })
-                })
-            });
+            group.bench_function(v.name, |bch| bch.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx, v))));
         }
         if let Some(cb) = &cublas {
             group.bench_function("cublasGemmEx (baseline)", |bch| {
-                bch.iter_custom(|iters| {
-                    gpu_time(&ctx, iters, || cb.gemm_ex(&g, a.as_view(), b.as_view(), out.as_view_mut()))
-                })
+                bch.iter_custom(|iters| gpu_time(&ctx, iters, || w.run_cublas(cb)))
             });
         }
         group.finish();

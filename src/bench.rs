@@ -491,19 +491,24 @@ pub fn gemm(
     cublas_ms: Option<f64>,
 ) -> Result<GemmMeasurement> {
     let (med, min) = time_gemm(ctx, || w.run(ctx, version))?;
-    let flops = w.gemm.flops();
-    let tf = |ms: f64| flops / (ms * 1e9);
-    let g = w.gemm;
-    Ok(GemmMeasurement {
-        version: version.name,
-        shape: format!("{}x{}x{}", g.m, g.n, g.k),
-        median_ms: med,
-        min_ms: min,
-        tflops: tf(med),
-        cublas_median_ms: cublas_ms,
-        cublas_tflops: cublas_ms.map(tf),
-        ratio: cublas_ms.map(|c| c / med),
-    })
+    Ok(GemmMeasurement::new(version.name, &w.gemm, med, min, cublas_ms))
+}
+
+impl GemmMeasurement {
+    /// The row of `version` on `g` from its median and min and cuBLAS's median.
+    fn new(version: &'static str, g: &crate::gemm::Gemm, med: f64, min: f64, cublas_ms: Option<f64>) -> Self {
+        let tf = |ms: f64| g.flops() / (ms * 1e9);
+        GemmMeasurement {
+            version,
+            shape: format!("{}x{}x{}", g.m, g.n, g.k),
+            median_ms: med,
+            min_ms: min,
+            tflops: tf(med),
+            cublas_median_ms: cublas_ms,
+            cublas_tflops: cublas_ms.map(tf),
+            ratio: cublas_ms.map(|c| c / med),
+        }
+    }
 }
 
 /// Tensor-core GEMM shapes (m, n, k) from the issue: squares, decode-like skinny M with
@@ -520,45 +525,60 @@ pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
     (1024, 1024, 16384),
 ];
 
-/// Times one tensor-core GEMM version (bf16 inputs, f32 C, NN, alpha 1, beta 0) and, when
-/// given, cuBLAS `cublasGemmEx` with the same types and f32 compute on the same buffers.
+/// Buffers for one tensor-core GEMM shape (bf16 A and B, f32 C; NN, packed, alpha 1, beta 0)
+/// with deterministic moderate values, shared by `ferrokern bench` and the criterion bench:
+/// every version and cuBLAS time the same launches on the same bytes.
+pub struct TcWorkload {
+    pub gemm: crate::gemm::Gemm,
+    a: DeviceBuffer<bf16>,
+    b: DeviceBuffer<bf16>,
+    c: DeviceBuffer<f32>,
+}
+
+impl TcWorkload {
+    pub fn new(ctx: &Context, m: usize, n: usize, k: usize) -> Result<Self> {
+        let g = crate::gemm::Gemm::new(m, n, k);
+        let fill = |len: usize, salt: usize| -> Vec<bf16> {
+            (0..len).map(|i| bf16::from_f32(((i.wrapping_mul(7919) ^ salt) % 1000) as f32 * 0.002 - 1.0)).collect()
+        };
+        Ok(TcWorkload {
+            gemm: g,
+            a: ctx.upload(&fill(g.a_len(), 1))?,
+            b: ctx.upload(&fill(g.b_len(), 2))?,
+            c: ctx.alloc(g.c_len())?,
+        })
+    }
+
+    /// One launch of `version`.
+    pub fn run(&mut self, ctx: &Context, version: &crate::gemm_tc::TcVersion) -> Result<()> {
+        crate::gemm_tc::gemm_tc_with(ctx, version, &self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
+    }
+
+    /// One cuBLAS `cublasGemmEx` (same types, f32 compute) on the same buffers.
+    pub fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
+        cublas.gemm_ex(&self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
+    }
+}
+
+/// Times cuBLAS on `w`'s shape; `None` without cuBLAS.
+pub fn gemm_tc_cublas(
+    ctx: &Context,
+    w: &mut TcWorkload,
+    cublas: Option<&crate::cublas::Cublas>,
+) -> Result<Option<f64>> {
+    let Some(cb) = cublas else { return Ok(None) };
+    Ok(Some(time_gemm(ctx, || w.run_cublas(cb))?.0))
+}
+
+/// Times tensor-core `version` on `w`'s shape against an already measured cuBLAS median.
 pub fn gemm_tc(
     ctx: &Context,
     version: &'static crate::gemm_tc::TcVersion,
-    cublas: Option<&crate::cublas::Cublas>,
-    m: usize,
-    n: usize,
-    k: usize,
+    w: &mut TcWorkload,
+    cublas_ms: Option<f64>,
 ) -> Result<GemmMeasurement> {
-    use crate::gemm::Gemm;
-    let g = Gemm::new(m, n, k);
-    let fill = |len: usize| -> Vec<bf16> {
-        (0..len).map(|i| bf16::from_f32(((i * 7919) % 1000) as f32 * 0.002 - 1.0)).collect()
-    };
-    let a = ctx.upload(&fill(m * k))?;
-    let b = ctx.upload(&fill(k * n))?;
-    let mut c = ctx.alloc::<f32>(m * n)?;
-    let t = ctx.time_runs(WARMUP, REPS, true, || {
-        crate::gemm_tc::gemm_tc_with(ctx, version, &g, a.as_view(), b.as_view(), c.as_view_mut())
-    })?;
-    let med = median(&t);
-    let flops = 2.0 * (m * n * k) as f64;
-    let base = match cublas {
-        Some(cb) => Some(median(
-            &ctx.time_runs(WARMUP, REPS, true, || cb.gemm_ex(&g, a.as_view(), b.as_view(), c.as_view_mut()))?,
-        )),
-        None => None,
-    };
-    Ok(GemmMeasurement {
-        version: version.name,
-        shape: format!("{m}x{n}x{k}"),
-        median_ms: med,
-        min_ms: t.iter().cloned().fold(f64::INFINITY, f64::min),
-        tflops: flops / (med * 1e9),
-        cublas_median_ms: base,
-        cublas_tflops: base.map(|b| flops / (b * 1e9)),
-        ratio: base.map(|b| b / med),
-    })
+    let (med, min) = time_gemm(ctx, || w.run(ctx, version))?;
+    Ok(GemmMeasurement::new(version.name, &w.gemm, med, min, cublas_ms))
 }
 
 #[cfg(test)]
