@@ -5,7 +5,8 @@
 //!
 //! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
 //! the shape and the device (head dims 64 and 128 with 16-byte aligned views: `v03_wgmma`
-//! where the sm_90a PTX is loaded, else `v02_mma`; `v01_simt` otherwise); [`attention_with`]
+//! where the sm_90a PTX is loaded, else `v02_mma`; `v01_simt` otherwise; head dim 256:
+//! `v03_wgmma` only); [`attention_with`]
 //! runs a named one. [`attention_varlen`] runs a packed variable-length batch
 //! (`cu_seqlens_q/k`) the same way ([`attention_varlen_with`] with a named version); the
 //! backward is in [`crate::attention_backward`]. Bitwise deterministic run to run: every
@@ -784,6 +785,7 @@ pub const BENCH_SHAPES: &[(usize, usize, usize, usize)] = &[
     (16, 16, 512, 128),
     (4, 16, 2048, 64),
     (4, 16, 2048, 128),
+    (4, 16, 2048, 256),
     (2, 16, 4096, 128),
     (1, 16, 8192, 128),
     (1, 16, 16384, 128),

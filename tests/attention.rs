@@ -46,7 +46,7 @@ proptest! {
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 2), (4, 1), (3, 3)]),
         seq_q in 1usize..100,
         seq_k in 1usize..150,
-        head_dim in proptest::sample::select(vec![32usize, 64, 128]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 128, 256]),
         causal in any::<bool>(),
         seed in any::<u64>(),
     ) {
@@ -62,13 +62,14 @@ proptest! {
 fn attention_named_lengths() {
     let mut n = 0;
     for ctx in common::backends("attention_named_lengths") {
-        for head_dim in [64, 128] {
+        for head_dim in [64, 128, 256] {
             for v in versions_for(head_dim) {
                 for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
                     for causal in [false, true] {
-                        // Both dtypes at head dim 64; one per length at 128 (the emulator's time).
+                        // Both dtypes at head dim 64; one per length at 128 and 256 (the
+                        // emulator's time).
                         for dtype in [DType::BF16, DType::F16] {
-                            if head_dim == 128 && (dtype == DType::F16) != causal {
+                            if head_dim > 64 && (dtype == DType::F16) != causal {
                                 continue;
                             }
                             let seed = (seq_q * 1000 + seq_k + head_dim) as u64;
@@ -89,11 +90,12 @@ fn attention_named_lengths() {
 
 #[test]
 fn long_key_sequences_wrap_the_pipelines() {
-    // 1025 keys: 17 tiles of v02 and 9 of v03, so both rings wrap many times (mbarrier phase
-    // parity flips, stages reused) and the last tile holds one key.
+    // 1025 keys: 17 tiles of v02 and 9 of v03 (17 at head dim 256, 64-key tiles), so the
+    // rings wrap many times (mbarrier phase parity flips, stages reused) and the last tile
+    // holds one key.
     for ctx in common::backends("long_key_sequences_wrap_the_pipelines") {
-        for v in VERSIONS.iter().filter(|v| v.tensor_cores) {
-            for (head_dim, dtype, causal) in [(64, DType::BF16, false), (128, DType::F16, true)] {
+        for (head_dim, dtype, causal) in [(64, DType::BF16, false), (128, DType::F16, true), (256, DType::BF16, true)] {
+            for v in versions_for(head_dim).filter(|v| v.tensor_cores) {
                 let case = AttentionCase { dtype, shape: shape(1, 2, 1, 130, 1025, head_dim), causal, seed: 1025 };
                 run(&ctx, v, case);
             }
@@ -137,10 +139,15 @@ fn the_launcher_picks_the_highest_version_that_fits() {
     for d in [32, 96] {
         assert_eq!(default_version(&ctx, d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
     }
-    assert!(default_version(&ctx, 256, true).is_none(), "no version has head dim 256 (v02 would spill)");
+    // Head dim 256: v03 only (v02 would spill; v01 stages at most 128 dims per row).
+    assert_eq!(default_version(&ctx, 256, true).map(|v| v.name), Some("v03_wgmma"), "head dim 256");
+    assert!(default_version(&ctx, 256, false).is_none(), "head dim 256 needs 16-byte aligned views");
     for gpu in common::backends("the_launcher_picks/gpu").into_iter().filter(|c| c.device_info().is_some()) {
-        let want = if gpu.device_info().is_some_and(|i| i.ptx_arch == "sm_90a") { "v03_wgmma" } else { "v02_mma" };
+        let hopper = gpu.device_info().is_some_and(|i| i.ptx_arch == "sm_90a");
+        let want = if hopper { "v03_wgmma" } else { "v02_mma" };
         assert_eq!(default_version(&gpu, 128, true).map(|v| v.name), Some(want), "on {}", gpu.backend());
+        let want = hopper.then_some("v03_wgmma");
+        assert_eq!(default_version(&gpu, 256, true).map(|v| v.name), want, "head dim 256 on {}", gpu.backend());
     }
     // A misaligned view (one element off) runs v01 through `attention` and is checked the same.
     let s = shape(1, 2, 1, 33, 47, 64);
@@ -293,7 +300,8 @@ fn attention_bad_inputs_are_refused() {
         ("heads not a multiple of kv_heads", shape(1, 3, 2, 8, 8, 64)),
         ("kv_heads = 0", shape(1, 4, 0, 8, 8, 64)),
         ("head_dim 48", shape(1, 4, 2, 8, 8, 48)),
-        ("head_dim 256", shape(1, 4, 2, 8, 8, 256)),
+        ("head_dim 192", shape(1, 4, 2, 8, 8, 192)),
+        ("head_dim 512", shape(1, 4, 2, 8, 8, 512)),
         ("head_dim 0", shape(1, 4, 2, 8, 8, 0)),
         ("shape does not match q", shape(1, 4, 2, 9, 8, 64)),
         ("shape does not match k", shape(1, 4, 2, 8, 9, 64)),
@@ -313,7 +321,10 @@ fn attention_bad_inputs_are_refused() {
         AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s32, causal: false, scale: None };
     let e =
         attention_with(&ctx, VERSIONS.last().unwrap(), input, o.as_view_mut(), lse.as_view_mut()).expect_err("v03 d32");
-    assert!(matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v03_wgmma supports 64, 128"), "{e}");
+    assert!(
+        matches!(e, Error::InvalidArgument { .. }) && e.to_string().contains("v03_wgmma supports 64, 128, 256"),
+        "{e}"
+    );
 }
 
 /// The versions with variable-length kernels for `head_dim`.
@@ -338,7 +349,7 @@ fn varlen_matches_each_sequence_alone() {
     // sequence whose queries outnumber its keys (causal: fully masked rows), all packed.
     let lens = vec![(7, 9), (0, 5), (1, 1), (113, 70), (3, 0), (65, 130), (40, 17)];
     let mut n = 0;
-    for head_dim in [32, 64, 96, 128] {
+    for head_dim in [32, 64, 96, 128, 256] {
         for v in varlen_versions_for(head_dim) {
             for causal in [false, true] {
                 let dtype = if causal { DType::F16 } else { DType::BF16 };
@@ -359,7 +370,7 @@ proptest! {
         dtype in proptest::sample::select(vec![DType::BF16, DType::F16]),
         lens in proptest::collection::vec((0usize..80, 0usize..90), 1..4),
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (4, 2), (3, 1)]),
-        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128, 256]),
         causal in any::<bool>(),
         seed in any::<u64>(),
     ) {
@@ -374,16 +385,13 @@ proptest! {
 #[test]
 fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
     let ctx = Context::emulator();
-    for d in [32, 64, 96, 128] {
+    for d in [32, 64, 96, 128, 256] {
         let want = varlen_versions_for(d).last().map(|v| v.name);
         assert_eq!(default_varlen_version(&ctx, d, true).map(|v| v.name), want, "head dim {d}");
-        assert_eq!(
-            default_varlen_version(&ctx, d, false).map(|v| v.name),
-            Some("v01_simt"),
-            "head dim {d}, misaligned"
-        );
+        let misaligned = (d <= 128).then_some("v01_simt");
+        assert_eq!(default_varlen_version(&ctx, d, false).map(|v| v.name), misaligned, "head dim {d}, misaligned");
     }
-    assert!(default_varlen_version(&ctx, 256, true).is_none(), "no version has head dim 256");
+    assert_eq!(default_varlen_version(&ctx, 256, true).map(|v| v.name), Some("v03_wgmma"), "head dim 256");
     // A misaligned Q (one element into its buffer) runs v01 through `attention_varlen`, and
     // gives what the top version gives on the aligned one, within bf16 rounding; the top
     // version named explicitly refuses the misaligned view with a typed error.

@@ -253,6 +253,9 @@ fn verify_attention_runs_the_shapes_version_or_a_named_one() {
     assert!(r.code == 0 && r.stdout.contains("version=v03_wgmma"), "head dim 64 runs v03: {r}");
     let r = verify(&with(&["--head-dim", "32", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("version=v01_simt"), "head dim 32 runs v01: {r}");
+    let r = verify(&with(&["--head-dim", "256", "--dtype", "bf16"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v03_wgmma"), "head dim 256 runs v03: {r}");
+    assert!(r.last_line().starts_with("PASS"), "head dim 256: {r}");
     for v in ["v01_simt", "v02_mma", "v03_wgmma"] {
         let r = verify(&with(&["--head-dim", "128", "--dtype", "bf16", "--kernel", v]));
         assert!(r.code == 0 && r.stdout.contains(&format!("version={v}")), "--kernel {v}: {r}");

@@ -145,8 +145,10 @@ fn hopper_sass_has_hgmma_and_tma() {
     assert!(!kernels.is_empty(), "the GEMM ladder has an sm_90a version");
     for v in ferrokern::attention::VERSIONS {
         for kernel in v.kernels.iter().filter(|k| k.required_arch() == Some("sm_90a")) {
-            // S = Q K^T: d / 16 wgmmas; O += P V: 128 / 16 (one key tile). Dense and varlen.
-            let hgmma = kernel.head_dims[0] / 16 + 8;
+            // S = Q K^T: d / 16 wgmmas; O += P V: keys / 16 (one key tile, the TMA box's rows:
+            // 128, or 64 at head dim 256). Dense and varlen.
+            let keys = kernel.tma.as_ref().map(|t| t.kv_box[1]).expect("an sm_90a attention kernel loads by TMA");
+            let hgmma = kernel.head_dims[0] / 16 + keys / 16;
             kernels.extend(kernel.defs().map(|k| (k, hgmma, true)));
         }
     }

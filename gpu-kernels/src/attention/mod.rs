@@ -146,21 +146,25 @@ crate::kernels! {
     ATTENTION_V02_VARLEN_D64_F16 = attention_v02_mma_varlen_d64_f16(AttentionParams<F16>) => v02_mma::run::<F16, 64, 4, 8, false, true>;
     ATTENTION_V02_VARLEN_D128_BF16 = attention_v02_mma_varlen_d128_bf16(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 128, 8, 16, false, true>;
     ATTENTION_V02_VARLEN_D128_F16 = attention_v02_mma_varlen_d128_f16(AttentionParams<F16>) => v02_mma::run::<F16, 128, 8, 16, false, true>;
-    /// v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64 and 128.
-    ATTENTION_V03_D64_BF16 = attention_v03_wgmma_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false>;
-    ATTENTION_V03_D64_F16 = attention_v03_wgmma_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false>;
-    ATTENTION_V03_D128_BF16 = attention_v03_wgmma_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false>;
-    ATTENTION_V03_D128_F16 = attention_v03_wgmma_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false>;
-    /// v03 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
-    ATTENTION_V03_VARLEN_D64_BF16 = attention_v03_wgmma_varlen_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true>;
-    ATTENTION_V03_VARLEN_D64_F16 = attention_v03_wgmma_varlen_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true>;
-    ATTENTION_V03_VARLEN_D128_BF16 = attention_v03_wgmma_varlen_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true>;
-    ATTENTION_V03_VARLEN_D128_F16 = attention_v03_wgmma_varlen_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true>;
+    /// v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64, 128 and 256.
+    ATTENTION_V03_D64_BF16 = attention_v03_wgmma_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false, 16>;
+    ATTENTION_V03_D64_F16 = attention_v03_wgmma_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false, 16>;
+    ATTENTION_V03_D128_BF16 = attention_v03_wgmma_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false, 16>;
+    ATTENTION_V03_D128_F16 = attention_v03_wgmma_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false, 16>;
+    ATTENTION_V03_D256_BF16 = attention_v03_wgmma_d256_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D256, { v03_wgmma::NO_BUG }, false, 8>;
+    ATTENTION_V03_D256_F16 = attention_v03_wgmma_d256_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D256, { v03_wgmma::NO_BUG }, false, 8>;
+    /// v03 over a variable-length batch (`cu_seqlens_q/k`), head dims 64, 128 and 256.
+    ATTENTION_V03_VARLEN_D64_BF16 = attention_v03_wgmma_varlen_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true, 16>;
+    ATTENTION_V03_VARLEN_D64_F16 = attention_v03_wgmma_varlen_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true, 16>;
+    ATTENTION_V03_VARLEN_D128_BF16 = attention_v03_wgmma_varlen_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true, 16>;
+    ATTENTION_V03_VARLEN_D128_F16 = attention_v03_wgmma_varlen_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true, 16>;
+    ATTENTION_V03_VARLEN_D256_BF16 = attention_v03_wgmma_varlen_d256_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D256, { v03_wgmma::NO_BUG }, true, 8>;
+    ATTENTION_V03_VARLEN_D256_F16 = attention_v03_wgmma_varlen_d256_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D256, { v03_wgmma::NO_BUG }, true, 8>;
     /// Deliberately wrong (tests only): v03 head dim 64 with P's register-A fragment mis-laid.
-    ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_SWAPPED_P }, false>;
+    ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_SWAPPED_P }, false, 16>;
     /// Deliberately wrong (tests only): v03 varlen head dim 64 leaving the next sequence's V
     /// rows in the last tile.
-    ATTENTION_BUG_V03_TAIL_NOT_ZEROED = attention_bug_v03_tail_not_zeroed(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_TAIL_NOT_ZEROED }, true>;
+    ATTENTION_BUG_V03_TAIL_NOT_ZEROED = attention_bug_v03_tail_not_zeroed(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_TAIL_NOT_ZEROED }, true, 16>;
     /// Deliberately wrong (tests only): v02 head dim 64 with P's A registers 1 and 2 swapped.
     ATTENTION_BUG_V02_SWAPPED_P = attention_bug_v02_swapped_p(AttentionParams<Bf16>) => v02_mma::run::<Bf16, 64, 4, 8, true, false>;
     /// Backward: `D = rowsum(dO * O)` (and the atomic path's zeroed dQ accumulator).
@@ -285,13 +289,14 @@ impl core::fmt::Debug for AttentionVersion {
     }
 }
 
-/// The head-dim list of a kernel built for head dim `d` alone (64 or 128).
+/// The head-dim list of a kernel built for head dim `d` alone (64, 128 or 256).
 #[cfg(not(target_arch = "nvptx64"))]
 const fn one_head_dim(d: u32) -> &'static [u32] {
     match d {
         64 => &[64],
         128 => &[128],
-        _ => panic!("the tensor-core kernels are built for head dims 64 and 128"),
+        256 => &[256],
+        _ => panic!("the tensor-core kernels are built for head dims 64, 128 and 256"),
     }
 }
 
@@ -386,6 +391,12 @@ pub const VERSIONS: &[AttentionVersion] = &[
                 &ATTENTION_V03_D128_BF16,
                 &ATTENTION_V03_D128_F16,
                 Some(VarlenKernels { bf16: &ATTENTION_V03_VARLEN_D128_BF16, f16: &ATTENTION_V03_VARLEN_D128_F16 }),
+            ),
+            v03_kernel(
+                v03_wgmma::TILING_D256,
+                &ATTENTION_V03_D256_BF16,
+                &ATTENTION_V03_D256_F16,
+                Some(VarlenKernels { bf16: &ATTENTION_V03_VARLEN_D256_BF16, f16: &ATTENTION_V03_VARLEN_D256_F16 }),
             ),
         ],
     },

@@ -53,10 +53,13 @@
 //! is an exact zero (a NaN in another head cannot leak in through `0 * NaN`).
 //!
 //! # Registers
-//! Per consumer thread: O (`D / 2` f32), S (64 f32), then P (32 b32, live until its wgmmas
-//! complete; S dies as P is packed). The producer gives registers back (`setmaxnreg.dec`
-//! to [`WgmmaFlashTiling::producer_regs`]) and the consumers take them (`setmaxnreg.inc`);
-//! the build declares one block per SM. `tests/ptxas.rs` prints the counts.
+//! Per consumer thread: O (`D / 2` f32), S (`BN / 2` f32), then P (`BN / 4` b32, live until
+//! its wgmmas complete; S dies as P is packed). `BN` is the tiling's key tile: 128 at head
+//! dims 64 and 128; 64 at head dim 256, where O alone takes 128 registers (128 + 32 + 16
+//! instead of 128 + 64 + 32, which would not fit the consumers' 232 or 240). The producer
+//! gives registers back (`setmaxnreg.dec` to the producer count of
+//! [`WgmmaFlashTiling::regs`]) and the consumers take them (`setmaxnreg.inc`); the build
+//! declares one block per SM. `tests/ptxas.rs` prints the counts.
 //!
 //! # Variable length (`VARLEN`)
 //! The packed batch (`[heads, total, D]`, sequence `b` from `cu_seqlens_q/k`) uses the same
@@ -73,7 +76,7 @@
 //! (`BUG_TAIL_NOT_ZEROED`) fails it.
 //!
 //! # Scope
-//! Head dims 64 and 128, dense and variable-length batches, bf16/f16.
+//! Head dims 64, 128 and 256, dense and variable-length batches, bf16/f16.
 //! A negative scale negates S before the softmax (the descriptors leave no place to flip Q's
 //! sign as v02 does). The output is written from the accumulators, 2 bytes per store (once
 //! per block; staging it through shared memory for 16-byte stores is a later step).
@@ -100,23 +103,31 @@ use crate::device::{Bytes16, Shared, WARP_SIZE, math};
 pub const CONSUMERS: u32 = 2;
 /// Query rows per block.
 pub const BM: u32 = 64 * CONSUMERS;
-/// Keys per tile: one m64n128k16 S accumulator per consumer.
-pub const BN: u32 = 128;
-/// n8 tiles of one S row block.
-const NS: usize = (BN / 8) as usize;
 /// Bytes of one 128-byte-swizzled row: 64 head dims.
 const PANEL_ROW: u32 = 128;
-const _: () = assert!(BM <= 256 && BN <= 256, "TMA boxes are at most 256 rows");
+const _: () = assert!(BM <= 256, "TMA boxes are at most 256 rows");
 
 /// The tile configuration of one head dimension; the launcher reads it too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WgmmaFlashTiling {
     pub d: u32,
+    /// Keys per tile: the N of one consumer's S accumulator (m64`bn`k16).
+    pub bn: u32,
     pub stages: u32,
-    /// `setmaxnreg` counts of the producer and of the consumers.
-    pub producer_regs: u32,
-    pub consumer_regs: u32,
+    /// The `setmaxnreg` split of the dense entry points and of the varlen ones.
+    pub dense: RegSplit,
+    pub varlen: RegSplit,
 }
+
+/// `setmaxnreg` counts (per thread) of the producer warpgroup and of the consumers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegSplit {
+    pub producer: u32,
+    pub consumer: u32,
+}
+
+/// The split of head dims 64 and 128: the producer keeps 40, the consumers take 232.
+const SPLIT_40_232: RegSplit = RegSplit { producer: 40, consumer: 232 };
 
 impl WgmmaFlashTiling {
     pub const fn threads(self) -> u32 {
@@ -131,14 +142,14 @@ impl WgmmaFlashTiling {
     }
     /// Bytes of one K or one V tile.
     pub const fn kv_bytes(self) -> u32 {
-        BN * self.d * 2
+        self.bn * self.d * 2
     }
     /// Panel `p` of Q, of stage `s`'s K and of its V.
     pub const fn q_offset(self, p: u32) -> u32 {
         p * BM * PANEL_ROW
     }
     pub const fn k_offset(self, s: u32, p: u32) -> u32 {
-        self.q_bytes() + s * 2 * self.kv_bytes() + p * BN * PANEL_ROW
+        self.q_bytes() + s * 2 * self.kv_bytes() + p * self.bn * PANEL_ROW
     }
     pub const fn v_offset(self, s: u32, p: u32) -> u32 {
         self.k_offset(s, p) + self.kv_bytes()
@@ -171,43 +182,86 @@ impl WgmmaFlashTiling {
         [64, BM, 1]
     }
     pub const fn kv_box(self) -> [u32; 3] {
-        [64, BN, 1]
+        [64, self.bn, 1]
     }
     pub const fn check(self) -> Self {
-        assert!(self.d == 64 || self.d == 128, "head dims 64 and 128 (one wgmma N for O)");
+        assert!(self.d == 64 || self.d == 128 || self.d == 256, "head dims 64, 128 and 256 (one wgmma N for O)");
+        assert!(
+            self.bn == 64 || self.bn == 128,
+            "key tiles of 64 or 128 (one wgmma N for S, an even count of k16 steps)"
+        );
         assert!(self.stages >= 2, "a ring needs two stages");
         assert!(self.q_bytes().is_multiple_of(1024) && self.kv_bytes().is_multiple_of(1024), "swizzle periods");
         assert!(self.shared_bytes() <= 227 * 1024, "Hopper's 227 KB per block");
-        let (p, c) = (self.producer_regs, self.consumer_regs);
+        self.dense.check(self.threads());
+        self.varlen.check(self.threads());
+        self
+    }
+    /// The `setmaxnreg` split of the dense (`varlen = false`) or varlen entry points.
+    pub const fn regs(self, varlen: bool) -> RegSplit {
+        if varlen { self.varlen } else { self.dense }
+    }
+}
+
+impl RegSplit {
+    const fn check(self, threads: u32) {
+        let (p, c) = (self.producer, self.consumer);
         assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
-        let entry = 65536 / self.threads() / 8 * 8;
+        let entry = 65536 / threads / 8 * 8;
         assert!(p <= entry && c >= entry, "the producer gives registers, the consumers take them");
         assert!((p + c * CONSUMERS) * 128 <= 65536, "the split must fit the 65536-register file");
-        self
     }
 }
 
 pub const TILING_D64: WgmmaFlashTiling =
-    WgmmaFlashTiling { d: 64, stages: 2, producer_regs: 40, consumer_regs: 232 }.check();
+    WgmmaFlashTiling { d: 64, bn: 128, stages: 2, dense: SPLIT_40_232, varlen: SPLIT_40_232 }.check();
 pub const TILING_D128: WgmmaFlashTiling =
-    WgmmaFlashTiling { d: 128, stages: 2, producer_regs: 40, consumer_regs: 232 }.check();
+    WgmmaFlashTiling { d: 128, bn: 128, stages: 2, dense: SPLIT_40_232, varlen: SPLIT_40_232 }.check();
+/// Head dim 256: O alone is 128 accumulators per consumer thread, so the key tile halves to
+/// 64 (S 32, P 16) to stay under the consumers' 232 registers; Q 64 KB and two stages of K
+/// and V (32 KB each) take 192 KB of shared memory.
+///
+/// The consumers sit at their cap here, and ptxas 12.9 spilled at 40 / 232 in both entry
+/// points, for different reasons: the dense producer (4 boxes per K or V tile) needs 48, and
+/// the varlen consumers (which also carry the sequence's bounds through the loop) need 240,
+/// which leaves the producer 32. Each split is the one the offline gate (`tests/ptxas.rs`)
+/// showed free of spills; the other spilled 12-20 bytes.
+pub const TILING_D256: WgmmaFlashTiling = WgmmaFlashTiling {
+    d: 256,
+    bn: 64,
+    stages: 2,
+    dense: RegSplit { producer: 48, consumer: 232 },
+    varlen: RegSplit { producer: 32, consumer: 240 },
+}
+.check();
 
-/// A head dim of this kernel: its tiling and the O accumulator (the wgmma shape m64n`D`k16).
+/// A head dim of this kernel: its tiling, the O accumulator (the wgmma shape m64n`D`k16) and
+/// the S accumulator (m64n`BN`k16).
 pub trait HeadDim {
     const TILING: WgmmaFlashTiling;
     type Acc: WgmmaAccumulator;
+    type S: WgmmaAccumulator;
 }
 
 pub struct D64;
 impl HeadDim for D64 {
     const TILING: WgmmaFlashTiling = TILING_D64;
     type Acc = [f32; 32];
+    type S = [f32; 64];
 }
 
 pub struct D128;
 impl HeadDim for D128 {
     const TILING: WgmmaFlashTiling = TILING_D128;
     type Acc = [f32; 64];
+    type S = [f32; 64];
+}
+
+pub struct D256;
+impl HeadDim for D256 {
+    const TILING: WgmmaFlashTiling = TILING_D256;
+    type Acc = [f32; 128];
+    type S = [f32; 32];
 }
 
 /// The correct kernel.
@@ -220,11 +274,16 @@ pub const BUG_SWAPPED_P: u32 = 1;
 pub const BUG_TAIL_NOT_ZEROED: u32 = 2;
 
 /// The kernel body for head dim `H`; `BUG` is [`NO_BUG`] or a deliberate bug the tests must
-/// reject. `VARLEN`: a packed variable-length batch (see the module docs).
+/// reject. `VARLEN`: a packed variable-length batch (see the module docs). `NS`: the n8 tiles
+/// of one S row block, `BN / 8` (a parameter because stable Rust cannot size an array by
+/// `H::TILING.bn`).
 #[inline(always)]
-pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: AttentionParams<T>) {
+pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS: usize>(p: AttentionParams<T>) {
     let cfg = const { H::TILING };
     const { assert!(<H::Acc as WgmmaAccumulator>::N == H::TILING.d, "O's wgmma N is the head dim") };
+    const { assert!(<H::S as WgmmaAccumulator>::N == H::TILING.bn, "S's wgmma N is the key tile") };
+    const { assert!(NS == (H::TILING.bn / 8) as usize, "NS is the key tile's n8 tiles") };
+    let bn = cfg.bn;
     let d = cfg.d as usize;
     let tid = thread_idx_x();
     let wg = tid / 128;
@@ -268,10 +327,10 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
     // Keys query `i` sees (bottom-right aligned when causal; rows past seq_q see all keys).
     let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
     let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
-    let tiles = limit(last_q).div_ceil(BN as usize) as u32;
+    let tiles = limit(last_q).div_ceil(bn as usize) as u32;
 
     if wg == CONSUMERS {
-        setmaxnreg_dec(cfg.producer_regs);
+        setmaxnreg_dec(cfg.regs(VARLEN).producer);
         if tid.is_multiple_of(128) {
             let map = |i: u64| TensorMap { addr: p.maps + i * TENSOR_MAP_BYTES as u64 };
             let (q_map, k_map, v_map) = (map(0), map(1), map(2));
@@ -293,7 +352,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
             while j < tiles {
                 let (s, round) = (j % cfg.stages, j / cfg.stages);
                 empty(s).wait((round & 1) ^ 1);
-                let row = (k_first + (j * BN) as usize) as i32;
+                let row = (k_first + (j * bn) as usize) as i32;
                 k_full(s).arrive_expect_tx(cfg.kv_bytes());
                 pn = 0;
                 while pn < cfg.panels() {
@@ -312,7 +371,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
         return;
     }
 
-    setmaxnreg_inc(cfg.consumer_regs);
+    setmaxnreg_inc(cfg.regs(VARLEN).consumer);
     let (warp, lane) = ((tid % 128) / WARP_SIZE, tid % WARP_SIZE);
     let (g, t) = (lane / 4, lane % 4);
     // The warpgroup's rows, and the keys its last row sees: tiles from there on are skipped
@@ -322,7 +381,9 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
     // The warp's: tiles below the keys its first row sees are unmasked for the whole warp.
     let wq0 = g0 + 16 * warp as usize;
     let warp_min = if wq0 < seq_q { limit(wq0) } else { 0 };
-    let row_lim = [limit(wq0 + g as usize) as i64, limit(wq0 + g as usize + 8) as i64];
+    // Key counts fit i32 (the launcher checks lengths against TMA's i32 coordinates); 32-bit
+    // limits keep two registers free at head dim 256, where the consumers are at their cap.
+    let row_lim = [limit(wq0 + g as usize) as i32, limit(wq0 + g as usize + 8) as i32];
     let flip = p.scale_log2 < 0.0;
     let c = p.scale_log2.abs();
     // Descriptors: Q rows of this warpgroup (K-major), K as stored (K-major), V as stored
@@ -336,7 +397,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
         SmemDesc::new(smem_addr(cfg.k_offset(s, pn)), 16, 1024, Swizzle::B128).advance(32 * part)
     };
     let v_desc = |s: u32, kk: u32| {
-        SmemDesc::new(smem_addr(cfg.v_offset(s, 0)), BN * PANEL_ROW, 1024, Swizzle::B128).advance(2048 * kk)
+        SmemDesc::new(smem_addr(cfg.v_offset(s, 0)), bn * PANEL_ROW, 1024, Swizzle::B128).advance(2048 * kk)
     };
 
     let mut st = RowState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
@@ -345,12 +406,12 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
     let mut j = 0;
     while j < tiles {
         let (s, round) = (j % cfg.stages, j / cfg.stages);
-        let start = (j * BN) as usize;
+        let start = (j * bn) as usize;
         // Every consumer waits for the tile, even one whose rows all skip it: its arrival on
         // `empty[s]` below must not count toward a phase of a round the other consumer has
         // not finished (waiting here keeps it within the round the producer has filled).
         k_full(s).wait(round & 1);
-        if VARLEN && start + BN as usize > seq_k {
+        if VARLEN && start + bn as usize > seq_k {
             // The tile runs past the sequence's keys into the next sequence's rows (the map
             // zero-fills only past the packed total). Their scores are masked, but `p = 0`
             // times another sequence's NaN would still be NaN: zero those V rows first. Only
@@ -368,7 +429,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
         }
         if start < wg_max {
             // S = Q K^T: D / 16 k-steps over the head dims.
-            let mut sacc = [0.0f32; 64];
+            let mut sacc = H::S::ZERO;
             wgmma_fence();
             unroll16!(kk < (H::TILING.d / 16) as usize => {
                 let kk = kk as u32;
@@ -376,6 +437,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
             });
             wgmma_commit();
             wgmma_wait::<0>();
+            let sacc = sacc.as_ref();
             let mut sf = [[0.0f32; 4]; NS];
             unroll16!(i < NS => {
                 sf[i] = [sacc[4 * i], sacc[4 * i + 1], sacc[4 * i + 2], sacc[4 * i + 3]];
@@ -383,23 +445,28 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
                     sf[i] = [-sf[i][0], -sf[i][1], -sf[i][2], -sf[i][3]];
                 }
             });
-            let corr = if start + (BN as usize) > warp_min {
-                let lim = [(row_lim[0] - start as i64) as i32, (row_lim[1] - start as i64) as i32];
+            let corr = if start + (bn as usize) > warp_min {
+                let lim = [row_lim[0] - start as i32, row_lim[1] - start as i32];
                 softmax_tile::<true, NS>(&mut sf, &mut st, c, lim, t)
             } else {
                 softmax_tile::<false, NS>(&mut sf, &mut st, c, [0, 0], t)
             };
             let acc = o.as_mut();
-            unroll16!(i < 16 => {
-                unroll16!(e < 4 => {
-                    if 4 * i + e < acc.len() {
-                        acc[4 * i + e] *= corr[e / 2];
-                    }
+            unroll16!(hi < 2 => {
+                unroll16!(i < 16 => {
+                    unroll16!(e < 4 => {
+                        let at = 4 * (16 * hi + i) + e;
+                        if at < acc.len() {
+                            acc[at] *= corr[e / 2];
+                        }
+                    });
                 });
             });
             // O += P V: P's accumulator n8 tiles 2 kk and 2 kk + 1 are the A fragment of the
-            // k-step over keys 16 kk ..; all eight stay in registers until the group completes.
-            let mut pa = [[0u32; 4]; NS / 2];
+            // k-step over keys 16 kk ..; all `NS / 2` stay in registers until the group
+            // completes. (The array has `NS` entries because stable Rust cannot size it by
+            // `NS / 2`; the second half is never touched and takes no registers.)
+            let mut pa = [[0u32; 4]; NS];
             unroll16!(kk < NS / 2 => {
                 pa[kk] = mma::a_from_c::<T>(sf[2 * kk], sf[2 * kk + 1]);
                 if BUG == BUG_SWAPPED_P {
@@ -424,18 +491,27 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
     // Epilogue: normalize and store each thread's pairs (rows g, g + 8; columns 8 i + 2 t).
     let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
     let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
-    let q_row0 = if VARLEN { h * p.seq_q as usize + q_first } else { (b * p.heads as usize + h) * seq_q };
+    // Varlen: the sequence's first row read again rather than kept in a register through the
+    // loop (at head dim 256 that register is one the consumers do not have).
+    let q_row0 = if VARLEN {
+        h * p.seq_q as usize + p.cu_seqlens_q.load(b) as usize
+    } else {
+        (b * p.heads as usize + h) * seq_q
+    };
     let o = o.as_ref();
     unroll16!(r < 2 => {
         let qi = wq0 + g as usize + 8 * r;
         if qi < seq_q {
             let base = (q_row0 + qi) * d + 2 * t as usize;
-            unroll16!(i < 16 => {
-                if 4 * i < o.len() {
-                    let w = mma::pack_f32x2::<T>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
-                    p.o.store(base + 8 * i, T::from_bits16(w as u16));
-                    p.o.store(base + 8 * i + 1, T::from_bits16((w >> 16) as u16));
-                }
+            unroll16!(hi < 2 => {
+                unroll16!(lo < 16 => {
+                    let i = 16 * hi + lo;
+                    if 4 * i < o.len() {
+                        let w = mma::pack_f32x2::<T>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+                        p.o.store(base + 8 * i, T::from_bits16(w as u16));
+                        p.o.store(base + 8 * i + 1, T::from_bits16((w >> 16) as u16));
+                    }
+                });
             });
             if t == 0 {
                 let lse = if l[r] > 0.0 {
@@ -449,7 +525,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool>(p: Atten
     });
 }
 
-/// Zeroes rows `from .. BN` of stage `s`'s V tile (every panel), shared among the consumer
+/// Zeroes rows `from .. bn` of stage `s`'s V tile (every panel), shared among the consumer
 /// threads (`ctid` in `0 .. 128 CONSUMERS`). A swizzled row is its own 128 bytes (the swizzle
 /// permutes 16-byte chunks within a row), so whole rows are zeroed without unswizzling. Every
 /// chunk of the tile is visited with constant strides and the rows before `from` skipped, so
@@ -467,10 +543,10 @@ fn zero_v_rows<H: HeadDim>(s: u32, from: usize, ctid: u32) {
         Shared::<Bytes16>::at(t.v_offset(0, 0), (t.v_offset(t.stages - 1, 0) + t.kv_bytes() - t.v_offset(0, 0)) / 16)
     };
     let stage = s * (cfg.v_offset(1, 0) - cfg.v_offset(0, 0)) / 16;
-    const { assert!((H::TILING.panels() * BN * CHUNKS_PER_ROW).is_multiple_of(THREADS)) };
-    unroll16!(it < (H::TILING.panels() * BN * CHUNKS_PER_ROW / THREADS) as usize => {
+    const { assert!((H::TILING.panels() * H::TILING.bn * CHUNKS_PER_ROW).is_multiple_of(THREADS)) };
+    unroll16!(it < (H::TILING.panels() * H::TILING.bn * CHUNKS_PER_ROW / THREADS) as usize => {
         let i = it as u32 * THREADS + ctid;
-        if (i / CHUNKS_PER_ROW) % BN >= from as u32 {
+        if (i / CHUNKS_PER_ROW) % cfg.bn >= from as u32 {
             v.store_chunk::<u32, 4>(stage + i, [0; 4]);
         }
     });
