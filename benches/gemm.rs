@@ -4,7 +4,7 @@
 //! `SKIP:` and a clean exit; without cuBLAS, the versions run alone and the bench says so.
 
 use criterion::{Criterion, Throughput};
-use ferrokern::bench::GemmWorkload;
+use ferrokern::bench::{GemmBench, GemmWorkload};
 use ferrokern::cublas::Cublas;
 use ferrokern::gemm::VERSIONS;
 use ferrokern::{BackendChoice, Context, Result};
@@ -31,7 +31,7 @@ fn main() {
     };
     let mut c = Criterion::default().configure_from_args();
     for n in [2048, 4096] {
-        let mut w = GemmWorkload::new(&ctx, n, n, n).expect("workload");
+        let mut w = GemmWorkload::<f32>::new(&ctx, n, n, n).expect("workload");
         let mut g = c.benchmark_group(format!("gemm/f32/{n}x{n}x{n}"));
         g.throughput(Throughput::Elements(w.gemm.flops() as u64));
         g.sample_size(10);

@@ -6,6 +6,7 @@
 //! run alone and the bench says so.
 
 use criterion::{Criterion, Throughput};
+use ferrokern::bench::{GemmBench, TcWorkload};
 use ferrokern::cublas::Cublas;
 use ferrokern::gemm_tc::VERSIONS;
 use ferrokern::{BackendChoice, Context, Result};
@@ -33,7 +34,7 @@ fn main() {
     };
     let mut c = Criterion::default().configure_from_args();
     for n in [4096, 8192] {
-        let mut w = ferrokern::bench::TcWorkload::new(&ctx, n, n, n).expect("buffers");
+        let mut w = TcWorkload::new(&ctx, n, n, n).expect("buffers");
         let mut group = c.benchmark_group(format!("gemm_tc/bf16/{n}x{n}x{n}"));
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         group.sample_size(10);

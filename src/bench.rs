@@ -434,20 +434,26 @@ pub struct GemmMeasurement {
     pub ratio: Option<f64>,
 }
 
-/// Buffers for one GEMM shape (NN, packed, alpha 1, beta 0) with deterministic moderate
-/// values, shared by `ferrokern bench` and the criterion bench so both time the same launches.
-pub struct GemmWorkload {
+/// Buffers for one GEMM shape (`T` inputs, f32 C; NN, packed, alpha 1, beta 0) with
+/// deterministic moderate values, shared by `ferrokern bench` and the criterion benches so
+/// both time the same launches; each version and cuBLAS run in turn on the same bytes.
+pub struct GemmWorkload<T: Float> {
     pub gemm: crate::gemm::Gemm,
-    a: DeviceBuffer<f32>,
-    b: DeviceBuffer<f32>,
+    a: DeviceBuffer<T>,
+    b: DeviceBuffer<T>,
     c: DeviceBuffer<f32>,
 }
 
-impl GemmWorkload {
+/// The tensor-core GEMM's buffers: bf16 A and B.
+pub type TcWorkload = GemmWorkload<bf16>;
+
+impl<T: Float> GemmWorkload<T> {
     pub fn new(ctx: &Context, m: usize, n: usize, k: usize) -> Result<Self> {
         let g = crate::gemm::Gemm::new(m, n, k);
-        let fill = |len: usize, salt: usize| -> Vec<f32> {
-            (0..len).map(|i| ((i.wrapping_mul(2_654_435_761) ^ salt) % 1000) as f32 * 0.002 - 1.0).collect()
+        let fill = |len: usize, salt: usize| -> Vec<T> {
+            (0..len)
+                .map(|i| T::from_f64(((i.wrapping_mul(2_654_435_761) ^ salt) % 1000) as f64 * 0.002 - 1.0))
+                .collect()
         };
         Ok(GemmWorkload {
             gemm: g,
@@ -456,14 +462,29 @@ impl GemmWorkload {
             c: ctx.alloc(g.c_len())?,
         })
     }
+}
 
+/// A GEMM family timed on a [`GemmWorkload`]: f32 (SGEMM ladder, cuBLAS SGEMM) or bf16
+/// (tensor-core ladder, `cublasGemmEx`).
+pub trait GemmBench {
+    type Version: 'static;
+    fn name(version: &Self::Version) -> &'static str;
     /// One launch of `version`.
-    pub fn run(&mut self, ctx: &Context, version: &crate::gemm::GemmVersion) -> Result<()> {
+    fn run(&mut self, ctx: &Context, version: &Self::Version) -> Result<()>;
+    /// One launch of the cuBLAS baseline on the same buffers.
+    fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()>;
+}
+
+impl GemmBench for GemmWorkload<f32> {
+    type Version = crate::gemm::GemmVersion;
+    fn name(version: &Self::Version) -> &'static str {
+        version.name
+    }
+    fn run(&mut self, ctx: &Context, version: &Self::Version) -> Result<()> {
         crate::gemm::gemm_with(ctx, version, &self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
     }
-
-    /// One cuBLAS SGEMM on the same buffers.
-    pub fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
+    /// cuBLAS SGEMM.
+    fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
         cublas.sgemm(&self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
     }
 }
@@ -478,20 +499,30 @@ fn time_gemm(ctx: &Context, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f
 }
 
 /// Times cuBLAS on `w`'s shape; `None` without cuBLAS.
-pub fn gemm_cublas(ctx: &Context, w: &mut GemmWorkload, cublas: Option<&crate::cublas::Cublas>) -> Result<Option<f64>> {
+pub fn gemm_cublas<T: Float>(
+    ctx: &Context,
+    w: &mut GemmWorkload<T>,
+    cublas: Option<&crate::cublas::Cublas>,
+) -> Result<Option<f64>>
+where
+    GemmWorkload<T>: GemmBench,
+{
     let Some(cb) = cublas else { return Ok(None) };
     Ok(Some(time_gemm(ctx, || w.run_cublas(cb))?.0))
 }
 
 /// Times `version` on `w`'s shape against an already measured cuBLAS median.
-pub fn gemm(
+pub fn gemm<T: Float>(
     ctx: &Context,
-    version: &'static crate::gemm::GemmVersion,
-    w: &mut GemmWorkload,
+    version: &'static <GemmWorkload<T> as GemmBench>::Version,
+    w: &mut GemmWorkload<T>,
     cublas_ms: Option<f64>,
-) -> Result<GemmMeasurement> {
+) -> Result<GemmMeasurement>
+where
+    GemmWorkload<T>: GemmBench,
+{
     let (med, min) = time_gemm(ctx, || w.run(ctx, version))?;
-    Ok(GemmMeasurement::new(version.name, &w.gemm, med, min, cublas_ms))
+    Ok(GemmMeasurement::new(GemmWorkload::<T>::name(version), &w.gemm, med, min, cublas_ms))
 }
 
 impl GemmMeasurement {
@@ -525,60 +556,18 @@ pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
     (1024, 1024, 16384),
 ];
 
-/// Buffers for one tensor-core GEMM shape (bf16 A and B, f32 C; NN, packed, alpha 1, beta 0)
-/// with deterministic moderate values, shared by `ferrokern bench` and the criterion bench:
-/// every version and cuBLAS time the same launches on the same bytes.
-pub struct TcWorkload {
-    pub gemm: crate::gemm::Gemm,
-    a: DeviceBuffer<bf16>,
-    b: DeviceBuffer<bf16>,
-    c: DeviceBuffer<f32>,
-}
-
-impl TcWorkload {
-    pub fn new(ctx: &Context, m: usize, n: usize, k: usize) -> Result<Self> {
-        let g = crate::gemm::Gemm::new(m, n, k);
-        let fill = |len: usize, salt: usize| -> Vec<bf16> {
-            (0..len).map(|i| bf16::from_f32(((i.wrapping_mul(7919) ^ salt) % 1000) as f32 * 0.002 - 1.0)).collect()
-        };
-        Ok(TcWorkload {
-            gemm: g,
-            a: ctx.upload(&fill(g.a_len(), 1))?,
-            b: ctx.upload(&fill(g.b_len(), 2))?,
-            c: ctx.alloc(g.c_len())?,
-        })
+impl GemmBench for TcWorkload {
+    type Version = crate::gemm_tc::TcVersion;
+    fn name(version: &Self::Version) -> &'static str {
+        version.name
     }
-
-    /// One launch of `version`.
-    pub fn run(&mut self, ctx: &Context, version: &crate::gemm_tc::TcVersion) -> Result<()> {
+    fn run(&mut self, ctx: &Context, version: &Self::Version) -> Result<()> {
         crate::gemm_tc::gemm_tc_with(ctx, version, &self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
     }
-
-    /// One cuBLAS `cublasGemmEx` (same types, f32 compute) on the same buffers.
-    pub fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
+    /// cuBLAS `cublasGemmEx` (same types, f32 compute).
+    fn run_cublas(&mut self, cublas: &crate::cublas::Cublas) -> Result<()> {
         cublas.gemm_ex(&self.gemm, self.a.as_view(), self.b.as_view(), self.c.as_view_mut())
     }
-}
-
-/// Times cuBLAS on `w`'s shape; `None` without cuBLAS.
-pub fn gemm_tc_cublas(
-    ctx: &Context,
-    w: &mut TcWorkload,
-    cublas: Option<&crate::cublas::Cublas>,
-) -> Result<Option<f64>> {
-    let Some(cb) = cublas else { return Ok(None) };
-    Ok(Some(time_gemm(ctx, || w.run_cublas(cb))?.0))
-}
-
-/// Times tensor-core `version` on `w`'s shape against an already measured cuBLAS median.
-pub fn gemm_tc(
-    ctx: &Context,
-    version: &'static crate::gemm_tc::TcVersion,
-    w: &mut TcWorkload,
-    cublas_ms: Option<f64>,
-) -> Result<GemmMeasurement> {
-    let (med, min) = time_gemm(ctx, || w.run(ctx, version))?;
-    Ok(GemmMeasurement::new(version.name, &w.gemm, med, min, cublas_ms))
 }
 
 #[cfg(test)]

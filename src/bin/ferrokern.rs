@@ -1514,35 +1514,58 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
+    gemm_shapes::<half::bf16>(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), ok)
+}
+
+/// Times every checked version of a GEMM family on each shape against cuBLAS, which is timed
+/// once per shape on the same buffers.
+fn gemm_shapes<T: ferrokern::Float>(
+    ctx: &Context,
+    family: &str,
+    shapes: &[(usize, usize, usize)],
+    checked: &[&'static <bench::GemmWorkload<T> as bench::GemmBench>::Version],
+    cublas: Option<&ferrokern::cublas::Cublas>,
+    ok: &mut bool,
+) -> Vec<bench::GemmMeasurement>
+where
+    bench::GemmWorkload<T>: bench::GemmBench,
+{
+    use bench::GemmBench;
     println!(
         "\n{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
-        "gemm_tc version", "m x n x k", "median ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
+        format!("{family} version"),
+        "m x n x k",
+        "median ms",
+        "TFLOP/s",
+        "cuBLAS ms",
+        "TFLOP/s",
+        "ratio"
     );
     let mut rows = Vec::new();
-    for &(m, n, k) in bench::GEMM_TC_SHAPES {
-        let mut w = match bench::TcWorkload::new(ctx, m, n, k) {
+    for &(m, n, k) in shapes {
+        let mut w = match bench::GemmWorkload::<T>::new(ctx, m, n, k) {
             Ok(w) => w,
             Err(e) => {
-                println!("gemm_tc {m}x{n}x{k}: {e}");
+                println!("{family} {m}x{n}x{k}: {e}");
                 *ok = false;
                 continue;
             }
         };
-        let base = match bench::gemm_tc_cublas(ctx, &mut w, cublas.as_ref()) {
+        let base = match bench::gemm_cublas(ctx, &mut w, cublas) {
             Ok(b) => b,
             Err(e) => {
                 println!("cuBLAS {m}x{n}x{k}: {e}");
                 None
             }
         };
-        for &v in &checked {
-            match bench::gemm_tc(ctx, v, &mut w, base) {
+        for &v in checked {
+            match bench::gemm(ctx, v, &mut w, base) {
                 Ok(r) => {
                     print_gemm_row(&r);
                     rows.push(r);
                 }
                 Err(e) => {
-                    println!("gemm_tc {} {m}x{n}x{k}: {e}", v.name);
+                    println!("{family} {} {m}x{n}x{k}: {e}", bench::GemmWorkload::<T>::name(v));
                     *ok = false;
                 }
             }
@@ -1930,41 +1953,7 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    println!(
-        "{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
-        "gemm version", "m x n x k", "median ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio"
-    );
-    let mut rows = Vec::new();
-    for &(m, n, k) in bench::GEMM_SHAPES {
-        let mut w = match bench::GemmWorkload::new(ctx, m, n, k) {
-            Ok(w) => w,
-            Err(e) => {
-                println!("gemm {m}x{n}x{k}: {e}");
-                *ok = false;
-                continue;
-            }
-        };
-        let base = match bench::gemm_cublas(ctx, &mut w, cublas.as_ref()) {
-            Ok(b) => b,
-            Err(e) => {
-                println!("cuBLAS {m}x{n}x{k}: {e}");
-                None
-            }
-        };
-        for &v in &checked {
-            match bench::gemm(ctx, v, &mut w, base) {
-                Ok(r) => {
-                    print_gemm_row(&r);
-                    rows.push(r);
-                }
-                Err(e) => {
-                    println!("gemm {} {m}x{n}x{k}: {e}", v.name);
-                    *ok = false;
-                }
-            }
-        }
-    }
-    rows
+    gemm_shapes::<f32>(ctx, "gemm", bench::GEMM_SHAPES, &checked, cublas.as_ref(), ok)
 }
 
 /// One attention measurement (forward or backward) against PyTorch's time for the same case.
