@@ -78,7 +78,7 @@ pub(crate) fn check_align16(op: &'static str, version: &str, addrs: &[(&str, usi
         Some((name, addr)) => Err(Error::invalid(
             op,
             format!(
-                "{name} starts at {addr:#x}, not 16-byte aligned: {version} copies 16-byte rows; pass aligned views or run v01_simt"
+                "{name} starts at {addr:#x}, not 16-byte aligned: {version} copies 16-byte rows; pass 16-byte aligned views (v01_simt takes any alignment, at head dims 32-128)"
             ),
         )),
     }
@@ -200,7 +200,9 @@ pub fn attention<T: AttentionFloat>(
     lse: BufMut<'_, f32>,
 ) -> Result<()> {
     let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
-    let v = default_version(ctx, input.shape.head_dim, aligned).ok_or_else(|| {
+    // No version for misaligned views (head dim 256): the aligned one says what to fix.
+    let d = input.shape.head_dim;
+    let v = default_version(ctx, d, aligned).or_else(|| default_version(ctx, d, true)).ok_or_else(|| {
         Error::invalid(
             "attention",
             format!("head_dim = {} is not supported by any version ({})", input.shape.head_dim, supported_dims()),
@@ -438,12 +440,14 @@ pub fn attention_varlen<T: AttentionFloat>(
     lse: BufMut<'_, f32>,
 ) -> Result<()> {
     let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
-    let v = default_varlen_version(ctx, input.head_dim, aligned).ok_or_else(|| {
-        Error::invalid(
-            "attention_varlen",
-            format!("head_dim = {} is not supported by any version ({})", input.head_dim, varlen_dims()),
-        )
-    })?;
+    let d = input.head_dim;
+    let v =
+        default_varlen_version(ctx, d, aligned).or_else(|| default_varlen_version(ctx, d, true)).ok_or_else(|| {
+            Error::invalid(
+                "attention_varlen",
+                format!("head_dim = {} is not supported by any version ({})", input.head_dim, varlen_dims()),
+            )
+        })?;
     attention_varlen_with(ctx, v, input, o, lse)
 }
 

@@ -119,7 +119,9 @@ pub fn attention_backward<T: BackwardFloat>(
     let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
-    let v = default_version(input.shape.head_dim, aligned).ok_or_else(|| {
+    // No version for misaligned views (head dim 256): the aligned one says what to fix.
+    let d = input.shape.head_dim;
+    let v = default_version(d, aligned).or_else(|| default_version(d, true)).ok_or_else(|| {
         Error::invalid(OP, format!("head_dim = {} is not supported ({})", input.shape.head_dim, supported_dims()))
     })?;
     attention_backward_with(ctx, v, input, grads, opts)
@@ -161,7 +163,7 @@ pub fn attention_backward_with<T: BackwardFloat>(
     views.check_lens(OP, [q_len, kv_len, kv_len, q_len, q_len, s.lse_len()], |name, got, want| {
         format!("{name} has {got} elements but the shape {s:?} needs {want}")
     })?;
-    let scale = views.check_kernel(OP, version.name, kernel, scale, s.head_dim)?;
+    let scale = views.check_kernel(ctx, OP, version.name, kernel, scale, s.head_dim)?;
     if s.batch == 0 || s.heads == 0 {
         return Ok(());
     }
@@ -224,7 +226,8 @@ pub fn attention_varlen_backward<T: BackwardFloat>(
     let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
-    let v = default_varlen_version(input.head_dim, aligned).ok_or_else(|| {
+    let d = input.head_dim;
+    let v = default_varlen_version(d, aligned).or_else(|| default_varlen_version(d, true)).ok_or_else(|| {
         Error::invalid(VARLEN_OP, format!("head_dim = {} is not supported ({})", input.head_dim, varlen_dims()))
     })?;
     attention_varlen_backward_with(ctx, v, input, grads, opts)
@@ -276,7 +279,7 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
             "{name} has {got} elements but needs {want} ({total_q} query and {total_k} key tokens, {heads} heads, {kv_heads} kv heads, head_dim {head_dim})"
         )
     })?;
-    let scale = views.check_kernel(OP, version.name, kernel, scale, head_dim)?;
+    let scale = views.check_kernel(ctx, OP, version.name, kernel, scale, head_dim)?;
     if batch == 0 {
         return Ok(());
     }
@@ -342,16 +345,28 @@ impl<T: AttentionFloat> Views<'_, '_, T> {
         }
     }
 
-    /// The checks that depend on the kernel: 16-byte alignment where it loads 16 bytes at a
-    /// time, and a finite scale (`None`: `1 / sqrt(head_dim)`), which it returns.
+    /// The checks that depend on the kernel: its shared memory within the device's limit,
+    /// 16-byte alignment where it loads 16 bytes at a time, and a finite scale (`None`:
+    /// `1 / sqrt(head_dim)`), which it returns.
     fn check_kernel(
         &self,
+        ctx: &Context,
         op: &'static str,
         version: &str,
         kernel: &BackwardKernel,
         scale: Option<f32>,
         head_dim: usize,
     ) -> Result<f32> {
+        let shared = kernel.dkdv_shared_bytes.max(kernel.dq_shared_bytes);
+        if shared > ctx.max_shared_bytes() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "head_dim = {head_dim}: {version} needs {shared} bytes of shared memory per block and this device allows {}; run it on a GPU with more (A100, H100 and H200 allow 163 KB or more) or pick a smaller head dim",
+                    ctx.max_shared_bytes()
+                ),
+            ));
+        }
         if kernel.align16 {
             let views = [
                 ("q", self.q.addr()),
@@ -396,7 +411,7 @@ fn launch<T: BackwardFloat>(
     // Dense rows are [batch, heads, seq_q]; varlen rows [heads, total_q]: the same count.
     let rows = if cu.is_some() { s.heads * s.seq_q } else { s.lse_len() };
     let q_len = rows * s.head_dim;
-    let kt = kernel.threads as usize;
+    let kt = kernel.row_threads as usize;
     let pre_blocks = grid_x("preprocess", rows.div_ceil(kernel.preprocess_rows as usize))?;
     let conv_blocks = grid_x("dq_convert", q_len.div_ceil(kt))?;
     let atomic = !opts.deterministic;
@@ -433,9 +448,9 @@ fn launch<T: BackwardFloat>(
         };
         // The row passes see varlen's [heads, total_q] rows as one dense batch.
         let row_params = if cu.is_some() { AttentionBwdParams { batch: 1, ..params } } else { params };
-        let block = Dim3::x(kernel.threads);
+        let (block, row_block) = (Dim3::x(kernel.threads), Dim3::x(kernel.row_threads));
         if rows > 0 {
-            let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block, shared_bytes: 0 };
+            let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block: row_block, shared_bytes: 0 };
             ctx.launch(kernels.preprocess, cfg, row_params)?;
         }
         if max_k > 0 {
@@ -444,7 +459,7 @@ fn launch<T: BackwardFloat>(
         }
         if rows > 0 {
             if atomic {
-                let cfg = LaunchConfig { grid: Dim3::x(conv_blocks), block, shared_bytes: 0 };
+                let cfg = LaunchConfig { grid: Dim3::x(conv_blocks), block: row_block, shared_bytes: 0 };
                 ctx.launch(kernels.dq_convert, cfg, row_params)?;
             } else if max_q > 0 {
                 let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);

@@ -182,6 +182,15 @@ fn the_launcher_picks_the_highest_version_that_fits() {
     // v03 (aligned) and v01 (misaligned) on the same inputs: within bf16 rounding of each other.
     let diff = outs[0].iter().zip(&outs[1]).map(|(x, y)| (x.to_f32() - y.to_f32()).abs()).fold(0.0f32, f32::max);
     assert!(diff < 2e-2, "v03 and v01 differ by {diff}");
+    // Head dim 256 has no version for misaligned views: `attention` says to align them.
+    let s = shape(1, 1, 1, 5, 5, 256);
+    let (qs, kv) = (ctx.alloc::<half::bf16>(s.q_len() + 1).unwrap(), ctx.alloc::<half::bf16>(s.kv_len()).unwrap());
+    let (mut o, mut lse) = (ctx.alloc::<half::bf16>(s.q_len()).unwrap(), ctx.alloc::<f32>(s.lse_len()).unwrap());
+    let q = qs.view(1..s.q_len() + 1).unwrap();
+    let input = AttentionInput { q, k: kv.as_view(), v: kv.as_view(), shape: s, causal: false, scale: None };
+    let e = attention(&ctx, input, o.as_view_mut(), lse.as_view_mut()).expect_err("misaligned q at head dim 256");
+    let msg = e.to_string();
+    assert!(msg.contains("not 16-byte aligned") && msg.contains("v03_wgmma") && msg.contains("32-128"), "{msg}");
 }
 
 #[test]

@@ -50,7 +50,7 @@ proptest! {
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (2, 2), (4, 2), (4, 1), (3, 3)]),
         seq_q in 1usize..80,
         seq_k in 1usize..100,
-        head_dim in proptest::sample::select(vec![64usize, 128]),
+        head_dim in proptest::sample::select(vec![64usize, 128, 256]),
         causal in any::<bool>(),
         deterministic in any::<bool>(),
         seed in any::<u64>(),
@@ -70,7 +70,7 @@ proptest! {
 fn attention_backward_named_lengths() {
     let mut n = 0;
     for ctx in common::backends("attention_backward_named_lengths") {
-        for head_dim in [64, 128] {
+        for head_dim in [64, 128, 256] {
             for v in versions_for(head_dim) {
                 for (seq_q, seq_k) in [(1, 1), (113, 113), (239, 239), (7, 113), (113, 7), (1, 239)] {
                     for causal in [false, true] {
@@ -94,8 +94,9 @@ fn attention_backward_named_lengths() {
 #[test]
 fn multi_query_and_other_head_dims() {
     let ctx = Context::emulator();
-    // MQA: every query head shares one kv head; head dims 32 and 96 (v01 only) too.
-    for (head_dim, deterministic) in [(64, false), (128, true), (32, true), (96, false)] {
+    // MQA: every query head shares one kv head; head dims 32 and 96 (v01 only) and 256 (v02
+    // only) too.
+    for (head_dim, deterministic) in [(64, false), (128, true), (32, true), (96, false), (256, false), (256, true)] {
         for v in versions_for(head_dim) {
             let s = shape(2, 3, 1, 41, 57, head_dim);
             for causal in [false, true] {
@@ -220,7 +221,10 @@ fn the_launcher_picks_the_highest_version_that_fits() {
     for d in [32, 96] {
         assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
     }
-    assert!(default_version(256, true).is_none(), "no backward version has head dim 256");
+    // Head dim 256: v02 alone (v01's shared rows hold at most 128); its loads need 16 bytes.
+    assert_eq!(default_version(256, true).map(|v| v.name), Some("v02_mma"), "head dim 256");
+    assert!(default_version(256, false).is_none(), "v02 at head dim 256 needs 16-byte aligned views");
+    assert!(default_version(512, true).is_none(), "no backward version has head dim 512");
 }
 
 // Variable-length batches (`attention_varlen_backward`): each sequence against the dense
@@ -247,7 +251,7 @@ proptest! {
         lens in proptest::collection::vec(
             prop_oneof![(0usize..3, 0usize..3), (0usize..50, 0usize..60)], 1..4),
         (heads, kv_heads) in proptest::sample::select(vec![(1usize, 1usize), (4, 2), (3, 1)]),
-        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128]),
+        head_dim in proptest::sample::select(vec![32usize, 64, 96, 128, 256]),
         causal in any::<bool>(),
         deterministic in any::<bool>(),
         seed in any::<u64>(),
@@ -272,7 +276,7 @@ fn varlen_backward_named_lengths() {
     let lens = vec![(7, 9), (0, 5), (1, 1), (97, 70), (3, 0), (40, 130), (40, 17)];
     let mut n = 0;
     for ctx in common::backends("varlen_backward_named_lengths") {
-        for head_dim in [64, 128] {
+        for head_dim in [64, 128, 256] {
             for v in varlen_versions_for(head_dim) {
                 for causal in [false, true] {
                     // One dtype and dQ path per (head dim, mask), alternating, so each appears.
@@ -382,11 +386,13 @@ fn a_top_left_varlen_mask_is_rejected() {
 
 #[test]
 fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
-    for d in [32, 64, 96, 128] {
+    for d in [32, 64, 96, 128, 256] {
         let want = BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(d).is_some()).map(|v| v.name);
         assert_eq!(default_varlen_version(d, true).map(|v| v.name), want, "head dim {d}");
-        assert_eq!(default_varlen_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned");
+        let misaligned = if d == 256 { None } else { Some("v01_simt") };
+        assert_eq!(default_varlen_version(d, false).map(|v| v.name), misaligned, "head dim {d}, misaligned");
     }
     assert_eq!(default_varlen_version(64, true).map(|v| v.name), Some("v02_mma"), "v02 has varlen at head dim 64");
-    assert!(default_varlen_version(256, true).is_none(), "no backward version has head dim 256");
+    assert_eq!(default_varlen_version(256, true).map(|v| v.name), Some("v02_mma"), "v02 has varlen at head dim 256");
+    assert!(default_varlen_version(512, true).is_none(), "no backward version has head dim 512");
 }

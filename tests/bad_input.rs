@@ -620,6 +620,8 @@ enum BwdWay {
     ForeignCall,
     /// v02_mma chosen explicitly with a d_o view one element (2 bytes) past a 16-byte boundary.
     MisalignedDoV02,
+    /// Head dim 256 (v02_mma alone has it) with that d_o, the version left to the launcher.
+    MisalignedDoD256,
 }
 
 /// An attention backward (2 heads over 1 kv head, 9 queries, 11 keys, head dim 64, bf16)
@@ -631,7 +633,8 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
     };
     let ctx = Context::emulator();
     let other = Context::emulator();
-    let mut s = AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 9, seq_k: 11, head_dim: 64 };
+    let head_dim = if matches!(way, BwdWay::MisalignedDoD256) { 256 } else { 64 };
+    let mut s = AttentionShape { batch: 1, heads: 2, kv_heads: 1, seq_q: 9, seq_k: 11, head_dim };
     let (ql, kl, ll) = (s.q_len(), s.kv_len(), s.lse_len());
     let q = ctx.alloc::<bf16>(ql + 64).unwrap();
     let kv = ctx.alloc::<bf16>(kl).unwrap();
@@ -650,9 +653,9 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
         BwdWay::HeadDim48 => s.head_dim = 48,
         BwdWay::HeadsNotMultiple => s.kv_heads = 3,
         BwdWay::NanScale => scale = Some(f32::NAN),
-        BwdWay::ForeignDv | BwdWay::ForeignCall | BwdWay::MisalignedDoV02 => {}
+        BwdWay::ForeignDv | BwdWay::ForeignCall | BwdWay::MisalignedDoV02 | BwdWay::MisalignedDoD256 => {}
     }
-    let d_o_start = if matches!(way, BwdWay::MisalignedDoV02) { 1 } else { 0 };
+    let d_o_start = if matches!(way, BwdWay::MisalignedDoV02 | BwdWay::MisalignedDoD256) { 1 } else { 0 };
     let input = AttentionBackwardInput {
         q: q.view(0..ql).unwrap(),
         k: kv.as_view(),
@@ -1158,6 +1161,12 @@ fn other_table() -> Vec<Case> {
             Invalid,
             &["attention_backward", "d_o starts at", "not 16-byte aligned", "v01_simt"],
             || attention_backward_case(BwdWay::MisalignedDoV02),
+        ),
+        case(
+            "attention_backward: head dim 256 with a misaligned d_o",
+            Invalid,
+            &["attention_backward", "d_o starts at", "not 16-byte aligned", "v02_mma", "head dims 32-128"],
+            || attention_backward_case(BwdWay::MisalignedDoD256),
         ),
         // attention_varlen: offset tables
         case(

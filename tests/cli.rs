@@ -579,6 +579,9 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
     let r = verify(&with(&["--head-dim", "128", "--dtype", "f16", "--deterministic"]));
     assert!(r.code == 0 && r.stdout.contains("deterministic=true"), "--deterministic: {r}");
     assert!(r.last_line().starts_with("PASS"), "--deterministic: {r}");
+    // Head dim 256: v02 alone (two warps per 16 rows, each owning half the head dims).
+    let r = verify(&with(&["--head-dim", "256", "--dtype", "bf16"]));
+    assert!(r.code == 0 && r.stdout.contains("version=v02_mma") && r.last_line().starts_with("PASS"), "d256: {r}");
     let base = ["verify", "attention_backward", "--heads", "2", "--seq-q", "9", "--backend", "emulator"];
     let refused = |extra: &[&'static str]| -> Vec<&'static str> { base.iter().chain(extra).copied().collect() };
     assert_refused(&refused(&["--head-dim", "48", "--dtype", "bf16"]), &["head_dim = 48"]);
@@ -590,7 +593,7 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
     );
     assert_refused(
         &refused(&["--head-dim", "96", "--dtype", "bf16", "--kernel", "v02_mma"]),
-        &["head_dim = 96", "v02_mma supports 64, 128"],
+        &["head_dim = 96", "v02_mma supports 64, 128, 256"],
     );
     assert_refused(
         &[

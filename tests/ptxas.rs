@@ -298,11 +298,18 @@ fn attention_backward_kernels_have_no_spills_or_local_memory() {
                     }
                     if v.tensor_cores && (dkdv || dq) {
                         // One query tile of dkdv: S^T and dP^T (d/16 k-steps x bq/8 n8 tiles
-                        // each), dV and dK (bq/16 k-steps x d/8), one 16-dim chunk of dQ (4
-                        // k-steps x 2): 4 x 32 + 8 mma at both head dims (bq = 64 at d 64, 32
-                        // at d 128). One key tile of dq: S and dP (d/16 x 8 each), dQ (4 x d/8).
+                        // each), dV and dK over the warp's head dims (bq/16 k-steps x own_d/8),
+                        // one 16-dim chunk of dQ (4 k-steps x 2): 136 mma at d 64 and 128, 200
+                        // at d 256 (S^T and dP^T over all 256 dims). One key tile of dq: S and
+                        // dP (d/16 x bn/8 each), dQ over the warp's dims (bn/16 x own_d/8).
                         // Each at least once in the SASS, with ldmatrix.
-                        let hmma = if dkdv { 136 } else { d / 16 * 16 + d / 2 };
+                        let t = ferrokern::gpu_kernels::attention::bwd_v02_mma::tiling(d as usize);
+                        let (bq, bn, own) = (t.bq, t.bn, t.own_d());
+                        let hmma = if dkdv {
+                            2 * (d / 16) * (bq / 8) + 2 * (bq / 16) * (own / 8) + 8
+                        } else {
+                            2 * (d / 16) * (bn / 8) + (bn / 16) * (own / 8)
+                        };
                         assert!(get("HMMA") >= hmma, "{arch} {k}: {} HMMA (want >= {hmma}) in {m:?}", get("HMMA"));
                         assert!(get("LDSM") >= d / 16, "{arch} {k}: {} LDSM in {m:?}", get("LDSM"));
                         assert!(get("LDGSTS") >= 1, "{arch} {k}: no LDGSTS (cp.async) in {m:?}");

@@ -1806,7 +1806,7 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
     let mut checked = Vec::new();
     for v in bwd::BACKWARD_VERSIONS {
         let mut good = true;
-        for head_dim in v.head_dims().filter(|&d| d == 64 || d == 128) {
+        for head_dim in v.head_dims().filter(|&d| d == 64 || d == 128 || d == 256) {
             for deterministic in [false, true] {
                 let case = AttentionBackwardCase {
                     dtype: DType::BF16,
@@ -1831,8 +1831,8 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
         }
     }
     let mut shapes = Vec::new();
-    // Only head dims some checked version has (no backward kernel has 256 yet): PyTorch's time
-    // for a shape nothing here runs would only spend GPU time.
+    // Only head dims some checked version has: PyTorch's time for a shape nothing here runs
+    // would only spend GPU time.
     for &(batch, heads, seq, head_dim) in att::BENCH_SHAPES {
         if !checked.iter().any(|v| v.kernel(head_dim).is_some()) {
             continue;

@@ -9,8 +9,9 @@
 //! kernel, and the atomic path's f32 dQ is converted by its `dq_convert`.
 //!
 //! # Kernels
-//! - [`dkdv`]: grid `(ceil(seq_k / BK), kv_heads, batch)`; a block of [`WARPS`] warps owns
-//!   [`BK`] keys of one kv head, warp `w` keys `16 w .. 16 w + 15`. Everything is computed
+//! - [`dkdv`]: grid `(ceil(seq_k / BK), kv_heads, batch)`; a block of the tiling's `warps()` owns
+//!   [`BK`] keys of one kv head, warp `w` keys `16 (w % 4) .. 16 (w % 4) + 15` (and, at head
+//!   dim 256, one half of the head dims of their dK and dV: "Head dim 256" below). Everything is computed
 //!   transposed, keys as the rows: `S^T = K Q^T` and `dP^T = V dO^T` (K and V rows are the A
 //!   fragments, by plain ldmatrix; Q and dO rows are the "col" B fragments, by plain ldmatrix),
 //!   so `P^T` and `dS^T` land as C fragments whose n8 tiles `2 j`, `2 j + 1` are exactly the A
@@ -35,34 +36,49 @@
 //! In [`dq`] a lane holds query rows `g`, `g + 8` and key (or head-dim) columns `2 t`, `2 t + 1`.
 //!
 //! # Tiling
-//! [`BwdMmaTiling`] ([`TILING_D64`], [`TILING_D128`]) is read by these kernels and by the
+//! [`BwdMmaTiling`] ([`TILING_D64`], [`TILING_D128`], [`TILING_D256`]) is read by these kernels and by the
 //! launcher. [`dkdv`]'s shared memory: the K and V tiles (`BK x D`, loaded once), two stages of
 //! Q and dO tiles (`bq x D` each), `dS^T` (`BK x bq`) and two stages of `lse` (base 2) and `D`
 //! per query. [`dq`]'s: the Q and dO tiles (`BM x D`, loaded once) and two stages of K and V
-//! tiles (`BN x D`). Every row is padded by 8 halves, so its pitch is an odd multiple of 16
+//! tiles (`bn x D`). Every row is padded by 8 halves, so its pitch is an odd multiple of 16
 //! bytes and the 8 rows of one ldmatrix fall in 8 distinct 16-byte bank groups. The outputs
 //! go out through shared memory as 16-byte stores.
 //!
+//! # Head dim 256 (`dsplit = 2`)
+//! A warp's 16 keys x 256 head dims of dK and of dV alone would be 256 f32 registers per lane.
+//! So each m16 row block has two warps (8 warps, 256 threads): both compute the block's `S^T`
+//! and `dP^T` over all 256 head dims (the same fragments, from the same shared tiles), and each
+//! accumulates dK and dV for its own 128 head dims: the d = 128 kernel's register state (128
+//! accumulators plus `S^T` and `dP^T` of a 32-query tile). The price is `S^T` and `dP^T`
+//! computed twice: 2 of the 5 products, 7/5 of the tensor-core work of one copy. With atomic
+//! dQ the first warp of a pair writes the (identical) `dS^T`. [`dq`] splits the same way: both
+//! warps of a row block compute its `S` and `dP` over the whole head dim, each owns 128 of
+//! dQ's head dims, with 32-key tiles (`bn`). Shared memory: [`dkdv`] 140,800 B, [`dq`]
+//! 135,168 B: A100 (163 KB per block) and Hopper (227 KB) take it, GPUs with 99 KB per block
+//! (sm_86, sm_89) do not, and the launcher refuses those with the device's limit in the message.
+//!
 //! # Registers (the reason for `bq`)
-//! A [`dkdv`] warp accumulates 16 keys x D of dK and of dV: `D` f32 registers per lane (128
-//! at d = 128), plus `S^T` and `dP^T` (`bq / 2` each). At d = 64 a 64-query tile fits (64 +
-//! 64); at d = 128 a 32-query tile keeps that state at 160 registers (a 64-query one would be
-//! 192 before addresses and temporaries). K and V fragments are re-read from shared memory
-//! per tile instead of held (another `D / 2` registers), and dQ is produced 16 head dims at a
-//! time straight into the atomics. ptxas 12.9 (`tests/ptxas.rs` prints them), sm_80 / sm_90:
-//! [`dkdv`] 243 / 237 registers at d = 64 and 249 / 254 at d = 128, [`dq`] 162 / 127 and
-//! 180 / 191; no spills, no stack frame, no local memory. At 254 registers x 128 threads a
-//! dkdv block takes half an SM's register file: two blocks per SM (8 warps), also what 64-74 KB
-//! of shared memory per block leaves room for; dkdv at d = 128 is within one register of the
-//! 255 limit, so a change to it must be re-checked by the ptxas gate (which fails on a spill).
+//! A [`dkdv`] warp accumulates 16 keys x `own_d` of dK and of dV: `own_d` f32 registers per
+//! lane (128 at d = 128 and 256), plus `S^T` and `dP^T` (`bq / 2` each). At d = 64 a 64-query
+//! tile fits (64 + 64); at d = 128 and 256 a 32-query tile keeps that state at 160 registers
+//! (a 64-query one would be 192 before addresses and temporaries). K and V fragments are
+//! re-read from shared memory per tile instead of held (another `D / 2` registers), and dQ is
+//! produced 16 head dims at a time straight into the atomics. ptxas 12.9 (`tests/ptxas.rs`
+//! prints them), sm_80 / sm_90: [`dkdv`] 229 / 233 registers at d = 64, 249 / 254 at d = 128
+//! and 254 / 253 at d = 256; [`dq`] 161 / 131, 180 / 173 and 180 / 163; no spills, no stack
+//! frame, no local memory. At 254 registers x 128 threads a dkdv block takes half an SM's
+//! register file: two blocks per SM (8 warps), also what 64-74 KB of shared memory per block
+//! leaves room for; at d = 256 one block of 256 threads x 254 registers fills it. dkdv at
+//! d = 128 and 256 is within one or two registers of the 255 limit, so a change to it must be
+//! re-checked by the ptxas gate (which fails on a spill).
 //!
 //! # Variable length (`VARLEN`)
 //! As in [`super::bwd_v01_simt`]: sequence `b`'s lengths and first tokens come from
 //! `cu_seqlens_q/k` (layout `[heads, total, D]`), grid x covers the longest sequence and blocks
 //! past their own leave before the first barrier; separate entry points, so the dense kernels
-//! keep their registers (unchanged by adding these). The same tiling fits at both head dims:
-//! ptxas 12.9, sm_80 / sm_90: varlen [`dkdv`] 242 / 239 registers at d = 64 and 254 / 254 at
-//! d = 128 (one below the limit, as the dense one on sm_90), [`dq`] 159 / 156 and 209 / 180;
+//! keep their registers (unchanged by adding these). The same tiling fits at every head dim:
+//! ptxas 12.9, sm_80 / sm_90: varlen [`dkdv`] 237 / 232 registers at d = 64, 255 / 255 at
+//! d = 128 and at d = 256 (at the limit), [`dq`] 164 / 163, 206 / 186 and 173 / 166;
 //! no spills, no stack frame, no local memory (the ptxas gate checks them).
 //!
 //! # Determinism
@@ -72,8 +88,8 @@
 //! The launcher guarantees the view lengths match the shapes (scratch holds `batch heads seq_q`
 //! floats of `D`, then, with `atomic_dq`, `batch heads seq_q d` of zeroed dQ), `d` is this
 //! kernel's `D`, `heads` is a multiple of `kv_heads`, Q, K, V, dO, dQ, dK and dV start 16-byte
-//! aligned (cp.async copies and 16-byte stores), and the grids above with [`THREADS`] threads
-//! and the tiling's shared bytes. Every global access is guarded against `seq_q` / `seq_k`:
+//! aligned (cp.async copies and 16-byte stores), and the grids above with the tiling's `threads()`
+//! and shared bytes. Every global access is guarded against `seq_q` / `seq_k`:
 //! rows past them are zero-filled copies that read nothing.
 
 use super::AttentionBwdParams;
@@ -81,13 +97,10 @@ use crate::device::mma::{self, MmaInput, cp_async_16, cp_async_commit, cp_async_
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
 use crate::device::{Bytes16, Global, Shared, WARP_SIZE, hint, math};
 
-/// Keys per [`dkdv`] block: one m16 row block per warp.
+/// Keys per [`dkdv`] block and queries per [`dq`] block: [`ROW_BLOCKS`] m16 row blocks.
 pub const BK: u32 = 64;
-/// Queries per [`dq`] block (one m16 row block per warp) and keys per its key tiles.
 pub const BM: u32 = 64;
-pub const BN: u32 = 64;
-pub const WARPS: u32 = BK / 16;
-pub const THREADS: u32 = WARPS * WARP_SIZE;
+pub const ROW_BLOCKS: u32 = BK / 16;
 /// Head dims of dQ one warp computes per query tile in [`dkdv`].
 const DQ_COLS: u32 = 64;
 
@@ -98,11 +111,27 @@ pub struct BwdMmaTiling {
     pub d: u32,
     /// Queries per tile of [`dkdv`] (the register budget's knob; module docs).
     pub bq: u32,
+    /// Keys per tile of [`dq`].
+    pub bn: u32,
+    /// Warps per m16 row block: each computes the block's `S` and `dP` over the whole head
+    /// dim and owns `d / dsplit` head dims of the outputs (module docs, "Head dim 256").
+    pub dsplit: u32,
     /// Halves of padding after each shared row.
     pub pad: u32,
 }
 
 impl BwdMmaTiling {
+    pub const fn warps(self) -> u32 {
+        ROW_BLOCKS * self.dsplit
+    }
+    /// Threads per block of [`dkdv`] and [`dq`].
+    pub const fn threads(self) -> u32 {
+        self.warps() * WARP_SIZE
+    }
+    /// Head dims of dK, dV (in [`dkdv`]) and dQ (in [`dq`]) one warp owns.
+    pub const fn own_d(self) -> u32 {
+        self.d / self.dsplit
+    }
     /// Row pitch of the Q, K, V, dO tiles and of `dS^T`, in halves.
     pub const fn ld(self) -> u32 {
         self.d + self.pad
@@ -129,7 +158,7 @@ impl BwdMmaTiling {
     }
     /// [`dq`]'s layout, bytes: Q, dO, then per stage K and V.
     pub const fn dq_kv_offset(self, stage: u32) -> u32 {
-        2 * 2 * BM * self.ld() + stage * 2 * 2 * BN * self.ld()
+        2 * 2 * BM * self.ld() + stage * 2 * 2 * self.bn * self.ld()
     }
     pub const fn dq_shared_bytes(self) -> u32 {
         self.dq_kv_offset(2)
@@ -139,36 +168,43 @@ impl BwdMmaTiling {
         self.d / 8
     }
     pub const fn chunk_step(self) -> u32 {
-        THREADS / self.row_chunks()
+        self.threads() / self.row_chunks()
     }
     /// Row blocks of a [`dkdv`] query tile, and the warps sharing one for dQ.
     pub const fn dq_groups(self) -> u32 {
-        WARPS / (self.bq / 16)
+        self.warps() / (self.bq / 16)
     }
     pub const fn check(self) -> Self {
-        assert!(self.d.is_multiple_of(16) && self.d <= 128, "whole k16 steps; d 256 would not fit the registers");
+        assert!(self.d.is_multiple_of(16) && self.d <= 256, "whole k16 steps");
+        assert!(self.dsplit >= 1 && self.own_d() * self.dsplit == self.d, "the warps of a row block split d evenly");
+        assert!(self.own_d() <= 128, "dK and dV of more than 128 head dims per warp would not fit the registers");
+        assert!(self.own_d().is_multiple_of(16), "whole pairs of n8 tiles per warp");
         assert!(self.bq.is_multiple_of(16) && self.bq <= 64 && self.bq >= 16, "whole m16 query blocks");
-        assert!(WARPS.is_multiple_of(self.bq / 16), "the warps split a tile's dQ evenly");
+        assert!(self.bn.is_multiple_of(16) && self.bn <= 64 && self.bn >= 16, "whole k16 key steps");
+        assert!(self.warps().is_multiple_of(self.bq / 16), "the warps split a tile's dQ evenly");
         assert!(self.d == self.dq_groups() * DQ_COLS, "each warp computes 64 head dims of dQ");
         assert!((2 * self.ld()).is_multiple_of(16) && (2 * self.ld() / 16) % 2 == 1, "pitch: odd 16-byte groups");
         assert!((2 * self.ds_ld()).is_multiple_of(16) && (2 * self.ds_ld() / 16) % 2 == 1, "pitch: odd 16-byte groups");
-        assert!(THREADS.is_multiple_of(self.row_chunks()), "a thread's chunks share a column");
-        assert!((self.bq * self.row_chunks()).is_multiple_of(THREADS), "every thread copies as many chunks");
-        assert!((BK * self.row_chunks()).is_multiple_of(THREADS), "every thread copies as many chunks");
-        assert!(self.bq <= THREADS, "a thread per query stages lse and D");
+        assert!(self.threads().is_multiple_of(self.row_chunks()), "a thread's chunks share a column");
+        assert!((self.bq * self.row_chunks()).is_multiple_of(self.threads()), "every thread copies as many chunks");
+        assert!((self.bn * self.row_chunks()).is_multiple_of(self.threads()), "every thread copies as many chunks");
+        assert!((BK * self.row_chunks()).is_multiple_of(self.threads()), "every thread copies as many chunks");
+        assert!(self.bq <= self.threads(), "a thread per query stages lse and D");
         self
     }
 }
 
-pub const TILING_D64: BwdMmaTiling = BwdMmaTiling { d: 64, bq: 64, pad: 8 }.check();
-pub const TILING_D128: BwdMmaTiling = BwdMmaTiling { d: 128, bq: 32, pad: 8 }.check();
+pub const TILING_D64: BwdMmaTiling = BwdMmaTiling { d: 64, bq: 64, bn: 64, dsplit: 1, pad: 8 }.check();
+pub const TILING_D128: BwdMmaTiling = BwdMmaTiling { d: 128, bq: 32, bn: 64, dsplit: 1, pad: 8 }.check();
+pub const TILING_D256: BwdMmaTiling = BwdMmaTiling { d: 256, bq: 32, bn: 32, dsplit: 2, pad: 8 }.check();
 
 /// The tiling of head dim `d` (a compile error for any other).
 pub const fn tiling(d: usize) -> BwdMmaTiling {
     match d {
         64 => TILING_D64,
         128 => TILING_D128,
-        _ => panic!("bwd_v02_mma is built for head dims 64 and 128"),
+        256 => TILING_D256,
+        _ => panic!("bwd_v02_mma is built for head dims 64, 128 and 256"),
     }
 }
 
@@ -273,20 +309,20 @@ fn gemm_cn<T: MmaInput, const NC: usize, const N8: usize, const BUG_SWAP: bool>(
 }
 
 /// Writes a warp's 16 x `8 N8` f32 C fragments, times `mul`, as `T` pairs into the row-major
-/// shared tile `words` (pitch `ld` halves) at rows `row0 + g`, `row0 + g + 8`.
+/// shared tile `words` (pitch `ld` halves) at rows `row0 + g`, `row0 + g + 8` from column `col0`.
 #[inline(always)]
 #[track_caller]
 fn stage_c<T: MmaInput, const N8: usize>(
     words: Shared<u32>,
     c: &[[f32; 4]; N8],
     mul: f32,
-    row0: u32,
+    (row0, col0): (u32, u32),
     ld: u32,
     g: u32,
     t: u32,
 ) {
     unroll16!(nt < N8 => {
-        let col = 8 * nt as u32 + 2 * t;
+        let col = col0 + 8 * nt as u32 + 2 * t;
         words.store(((row0 + g) * ld + col) / 2, mma::pack_f32x2::<T>(c[nt][0] * mul, c[nt][1] * mul));
         words.store(((row0 + g + 8) * ld + col) / 2, mma::pack_f32x2::<T>(c[nt][2] * mul, c[nt][3] * mul));
     });
@@ -313,7 +349,7 @@ fn store_rows<T: MmaInput>(
             let v = chunks.load_chunk::<T, 8>((r * cfg.ld() + cc) / 8);
             dst.store_chunk::<8>((dst_at + r as usize * cfg.d as usize + cc as usize) / 8, v);
         }
-        ch += THREADS;
+        ch += cfg.threads();
     }
 }
 
@@ -353,8 +389,9 @@ fn ds_t<const NQ: usize>(p: &[[f32; 4]; NQ], dp: &mut [[f32; 4]; NQ], stats: Sha
     });
 }
 
-/// dK and dV of one key tile (and, with `atomic_dq`, its dQ contributions). `D = 8 ND`,
-/// `BQ = 8 NQ` (the tiling's `bq`). `BUG_SWAP_DS`: a deliberately wrong `dS^T` A fragment in
+/// dK and dV of one key tile (and, with `atomic_dq`, its dQ contributions). `D = 16 KD`,
+/// `NO` n8 tiles of head dims owned per warp (the tiling's `own_d / 8`), `BQ = 8 NQ` (the
+/// tiling's `bq`). `BUG_SWAP_DS`: a deliberately wrong `dS^T` A fragment in
 /// `dK += dS^T Q` (registers 1 and 2 swapped) that the tests must reject. `VARLEN`: over
 /// sequence `b` of a variable-length batch.
 #[inline(always)]
@@ -362,7 +399,7 @@ pub fn dkdv<
     T: MmaInput,
     const D: usize,
     const KD: usize,
-    const ND: usize,
+    const NO: usize,
     const BQ: usize,
     const NQ: usize,
     const BUG_SWAP_DS: bool,
@@ -371,10 +408,12 @@ pub fn dkdv<
     p: AttentionBwdParams<T>,
 ) {
     let cfg = const { tiling(D) };
-    const { assert!(KD * 16 == D && ND * 8 == D && NQ * 8 == BQ && tiling(D).bq as usize == BQ) };
+    const { assert!(KD * 16 == D && NO * 8 == tiling(D).own_d() as usize && NQ * 8 == BQ && tiling(D).bq as usize == BQ) };
     let (ld, ds_ld) = (cfg.ld(), cfg.ds_ld());
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
+    // The warp's 16 keys (row block) and its share of dK's and dV's head dims.
+    let (kb, own0) = (warp % ROW_BLOCKS, (warp / ROW_BLOCKS) * cfg.own_d());
     let (g, t) = (lane / 4, lane % 4);
     let (k0, kvh, b) = (block_idx_x() as usize * BK as usize, block_idx_y() as usize, block_idx_z() as usize);
     let (qs, seq_q, ks, seq_k) =
@@ -412,7 +451,7 @@ pub fn dkdv<
         let (q_row0, i0) = tile_at(j);
         let src_at = hint::opaque_usize((q_row0 + i0) * D + src_off);
         let dst_at = hint::opaque_u32(s * stage_elems + dst_off);
-        let (left, n) = (seq_q.saturating_sub(i0 + r0 as usize), BQ as u32 * cfg.row_chunks() / THREADS);
+        let (left, n) = (seq_q.saturating_sub(i0 + r0 as usize), BQ as u32 * cfg.row_chunks() / cfg.threads());
         copy_rows(cfg, p.q, src_at, qd_s, dst_at, left, n);
         copy_rows(cfg, p.d_o, src_at, qd_s, dst_at + BQ as u32 * ld, left, n);
         if tid < BQ as u32 {
@@ -432,7 +471,7 @@ pub fn dkdv<
 
     // Prologue: K, V and query tile 0 in one group.
     let kv_at = hint::opaque_usize((kv_row0 + k0) * D + src_off);
-    let (kv_left, kv_n) = (seq_k.saturating_sub(k0 + r0 as usize), BK * cfg.row_chunks() / THREADS);
+    let (kv_left, kv_n) = (seq_k.saturating_sub(k0 + r0 as usize), BK * cfg.row_chunks() / cfg.threads());
     copy_rows(cfg, p.k, kv_at, kv_s, dst_off, kv_left, kv_n);
     copy_rows(cfg, p.v, kv_at, kv_s, dst_off + BK * ld, kv_left, kv_n);
     if tiles > 0 {
@@ -441,10 +480,10 @@ pub fn dkdv<
     cp_async_commit();
 
     let ln = lanes(lane, ld);
-    let (k_a, v_a) = (16 * warp * ld + ln.a, 16 * warp * ld + ln.a + BK * ld);
+    let (k_a, v_a) = (16 * kb * ld + ln.a, 16 * kb * ld + ln.a + BK * ld);
     // This lane's keys (rows g, g + 8 of the warp's 16) and the first query each is visible to
     // (causal), or none (past seq_k).
-    let warp_k0 = k0 + 16 * warp as usize;
+    let warp_k0 = k0 + 16 * kb as usize;
     let diag = |key: usize| -> i64 {
         if key >= seq_k {
             i64::MAX / 2
@@ -461,8 +500,8 @@ pub fn dkdv<
     let (dq_rb, dq_cg) = (warp % (BQ as u32 / 16), warp / (BQ as u32 / 16));
     let c = p.scale_log2;
 
-    let mut dk = [[0.0f32; 4]; ND];
-    let mut dv = [[0.0f32; 4]; ND];
+    let mut dk = [[0.0f32; 4]; NO];
+    let mut dv = [[0.0f32; 4]; NO];
     let mut j = 0usize;
     while j < tiles {
         let stage = (j % 2) as u32;
@@ -488,18 +527,21 @@ pub fn dkdv<
         } else {
             probs_t::<false, NQ>(&mut pt, c, stats, stats_at, [0, 0], t);
         }
-        // dV += P^T dO.
-        gemm_cn::<T, NQ, ND, false>(&mut dv, &pt, qd_s, do_bt, ld);
+        // dV += P^T dO over the warp's head dims.
+        gemm_cn::<T, NQ, NO, false>(&mut dv, &pt, qd_s, do_bt + own0, ld);
         // dP^T = V dO^T, then dS^T in place.
         let mut dst = [[0.0f32; 4]; NQ];
         gemm_nt::<T, KD, NQ>(&mut dst, kv_s, v_a, qd_s, do_b, ld);
         ds_t::<NQ>(&pt, &mut dst, stats, stats_at + BQ as u32, t);
         // dK += dS^T Q.
-        gemm_cn::<T, NQ, ND, BUG_SWAP_DS>(&mut dk, &dst, qd_s, q_bt, ld);
+        gemm_cn::<T, NQ, NO, BUG_SWAP_DS>(&mut dk, &dst, qd_s, q_bt + own0, ld);
 
         if p.atomic_dq != 0 {
-            // dQ = dS K: dS^T goes through shared memory (its rows are spread over the warps).
-            stage_c::<T, NQ>(ds_words, &dst, 1.0, 16 * warp, ds_ld, g, t);
+            // dQ = dS K: dS^T goes through shared memory (its rows are spread over the warps);
+            // the warps of a row block hold the same dS^T, and the first one writes it.
+            if own0 == 0 {
+                stage_c::<T, NQ>(ds_words, &dst, 1.0, (16 * kb, 0), ds_ld, g, t);
+            }
             sync_threads();
             let ds_b = lanes(lane, ds_ld).b + 16 * dq_rb;
             let mut a = [[0u32; 4]; 4];
@@ -539,8 +581,8 @@ pub fn dkdv<
     cp_async_wait_group::<0>();
     sync_threads();
     let kv_words = Shared::<u32>::at(0, BK * ld);
-    stage_c::<T, ND>(kv_words, &dk, p.scale, 16 * warp, ld, g, t);
-    stage_c::<T, ND>(kv_words, &dv, 1.0, BK + 16 * warp, ld, g, t);
+    stage_c::<T, NO>(kv_words, &dk, p.scale, (16 * kb, own0), ld, g, t);
+    stage_c::<T, NO>(kv_words, &dv, 1.0, (BK + 16 * kb, own0), ld, g, t);
     sync_threads();
     let left = seq_k.saturating_sub(k0);
     store_rows(cfg, p.dk, (kv_row0 + k0) * D, 0, BK, left, tid);
@@ -548,14 +590,19 @@ pub fn dkdv<
 }
 
 /// Deterministic dQ of one query tile of [`BM`] rows: loops over the key tiles its rows see.
-/// `VARLEN`: over sequence `b` of a variable-length batch.
+/// `D = 16 KD`, `NO` n8 tiles of dQ's head dims owned per warp, `NB` n8 tiles of keys per tile
+/// (the tiling's `bn / 8`). `VARLEN`: over sequence `b` of a variable-length batch.
 #[inline(always)]
-pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const VARLEN: bool>(p: AttentionBwdParams<T>) {
+pub fn dq<T: MmaInput, const D: usize, const KD: usize, const NO: usize, const NB: usize, const VARLEN: bool>(
+    p: AttentionBwdParams<T>,
+) {
     let cfg = const { tiling(D) };
-    const { assert!(KD * 16 == D && ND * 8 == D) };
-    let ld = cfg.ld();
+    const { assert!(KD * 16 == D && NO * 8 == tiling(D).own_d() as usize && NB * 8 == tiling(D).bn as usize) };
+    let (ld, bn) = (cfg.ld(), cfg.bn);
     let tid = thread_idx_x();
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
+    // The warp's 16 queries (row block) and its share of dQ's head dims.
+    let (qb, own0) = (warp % ROW_BLOCKS, (warp / ROW_BLOCKS) * cfg.own_d());
     let (g, t) = (lane / 4, lane % 4);
     let (q0, h, b) = (block_idx_x() as usize * BM as usize, block_idx_y() as usize, block_idx_z() as usize);
     let (qs, seq_q, ks, seq_k) =
@@ -570,8 +617,8 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const V
     let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
     // The block's last query sees the most keys (uniform across the block).
     let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
-    let tiles = limit(last_q).div_ceil(BN as usize);
-    let wq0 = q0 + 16 * warp as usize;
+    let tiles = limit(last_q).div_ceil(bn as usize);
+    let wq0 = q0 + 16 * qb as usize;
     let (warp_min, warp_max) = if wq0 < seq_q { (limit(wq0), limit((wq0 + 15).min(seq_q - 1))) } else { (0, 0) };
     let rows = [wq0 + g as usize, wq0 + g as usize + 8];
     let row_lim = [limit(rows[0]) as i64, limit(rows[1]) as i64];
@@ -588,21 +635,21 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const V
     });
 
     let qd_s = Shared::<T>::at(0, 2 * BM * ld);
-    let stage_elems = 2 * BN * ld;
+    let stage_elems = 2 * bn * ld;
     let kv_s = Shared::<T>::at(cfg.dq_kv_offset(0), 2 * stage_elems);
     let (r0, c0) = (tid / cfg.row_chunks(), (tid % cfg.row_chunks()) * 8);
     let (src_off, dst_off) = (r0 as usize * D + c0 as usize, r0 * ld + c0);
     let load_kv = |tile: usize, s: u32| {
-        let row0 = tile * BN as usize;
+        let row0 = tile * bn as usize;
         let src_at = hint::opaque_usize((kv_row0 + row0) * D + src_off);
         let dst_at = hint::opaque_u32(s * stage_elems + dst_off);
-        let (left, n) = (seq_k.saturating_sub(row0 + r0 as usize), BN * cfg.row_chunks() / THREADS);
+        let (left, n) = (seq_k.saturating_sub(row0 + r0 as usize), bn * cfg.row_chunks() / cfg.threads());
         copy_rows(cfg, p.k, src_at, kv_s, dst_at, left, n);
-        copy_rows(cfg, p.v, src_at, kv_s, dst_at + BN * ld, left, n);
+        copy_rows(cfg, p.v, src_at, kv_s, dst_at + bn * ld, left, n);
     };
     // Prologue: Q, dO and key tile 0 in one group.
     let q_at = hint::opaque_usize((q_row0 + q0) * D + src_off);
-    let (q_left, q_n) = (seq_q.saturating_sub(q0 + r0 as usize), BM * cfg.row_chunks() / THREADS);
+    let (q_left, q_n) = (seq_q.saturating_sub(q0 + r0 as usize), BM * cfg.row_chunks() / cfg.threads());
     copy_rows(cfg, p.q, q_at, qd_s, dst_off, q_left, q_n);
     copy_rows(cfg, p.d_o, q_at, qd_s, dst_off + BM * ld, q_left, q_n);
     if tiles > 0 {
@@ -611,9 +658,9 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const V
     cp_async_commit();
 
     let ln = lanes(lane, ld);
-    let (q_a, do_a) = (16 * warp * ld + ln.a, 16 * warp * ld + ln.a + BM * ld);
+    let (q_a, do_a) = (16 * qb * ld + ln.a, 16 * qb * ld + ln.a + BM * ld);
     let c = p.scale_log2;
-    let mut acc = [[0.0f32; 4]; ND];
+    let mut acc = [[0.0f32; 4]; NO];
     let mut j = 0usize;
     while j < tiles {
         let stage = (j % 2) as u32;
@@ -623,34 +670,35 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const V
         cp_async_commit();
         cp_async_wait_group::<1>();
         sync_threads();
-        let start = j * BN as usize;
+        let start = j * bn as usize;
         if start < warp_max {
             let k_b = hint::opaque_u32(stage * stage_elems + ln.b);
             let k_bt = hint::opaque_u32(stage * stage_elems + ln.bt);
-            let mut s = [[0.0f32; 4]; 8];
-            gemm_nt::<T, KD, 8>(&mut s, qd_s, q_a, kv_s, k_b, ld);
+            let mut s = [[0.0f32; 4]; NB];
+            gemm_nt::<T, KD, NB>(&mut s, qd_s, q_a, kv_s, k_b, ld);
             // Key column 8 nt + 2 t + e % 2 against the row's limit, as a constant against
             // limit - 2 t (the other way round LLVM keeps 2 t + constant in a register each).
-            let masked = start + (BN as usize) > warp_min;
+            let masked = start + (bn as usize) > warp_min;
             let lim = [
                 (row_lim[0] - start as i64 - (2 * t) as i64) as i32,
                 (row_lim[1] - start as i64 - (2 * t) as i64) as i32,
             ];
-            unroll16!(nt < 8 => {
+            unroll16!(nt < NB => {
                 unroll16!(e < 4 => {
                     let visible = !masked || ((nt * 8) as i32 + (e % 2) as i32) < lim[e / 2];
                     s[nt][e] = if visible { math::exp2_approx(math::fma(s[nt][e], c, -lse2[e / 2])) } else { 0.0 };
                 });
             });
-            let mut dp = [[0.0f32; 4]; 8];
-            gemm_nt::<T, KD, 8>(&mut dp, qd_s, do_a, kv_s, k_b + BN * ld, ld);
-            unroll16!(nt < 8 => {
+            let mut dp = [[0.0f32; 4]; NB];
+            gemm_nt::<T, KD, NB>(&mut dp, qd_s, do_a, kv_s, k_b + bn * ld, ld);
+            unroll16!(nt < NB => {
                 unroll16!(e < 4 => {
                     dp[nt][e] = s[nt][e] * (dp[nt][e] - dd[e / 2]);
                 });
             });
-            // dQ += dS K: K rows (keys) are the k index, so K comes by ldmatrix .trans.
-            gemm_cn::<T, 8, ND, false>(&mut acc, &dp, kv_s, k_bt, ld);
+            // dQ += dS K over the warp's head dims: K rows (keys) are the k index, so K comes
+            // by ldmatrix .trans.
+            gemm_cn::<T, NB, NO, false>(&mut acc, &dp, kv_s, k_bt + own0, ld);
         }
         // All reads of this stage are done before tile j + 2's copies go into it.
         sync_threads();
@@ -661,7 +709,7 @@ pub fn dq<T: MmaInput, const D: usize, const KD: usize, const ND: usize, const V
     cp_async_wait_group::<0>();
     sync_threads();
     let q_words = Shared::<u32>::at(0, BM * ld / 2);
-    stage_c::<T, ND>(q_words, &acc, p.scale, 16 * warp, ld, g, t);
+    stage_c::<T, NO>(q_words, &acc, p.scale, (16 * qb, own0), ld, g, t);
     sync_threads();
     store_rows(cfg, p.dq, (q_row0 + q0) * D, 0, BM, seq_q.saturating_sub(q0), tid);
 }

@@ -194,22 +194,32 @@ crate::kernels! {
     /// the deterministic dQ pass.
     ATTENTION_BWD_V02_DKDV_D64_BF16 = attention_bwd_v02_mma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false, false>;
     ATTENTION_BWD_V02_DKDV_D64_F16 = attention_bwd_v02_mma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false, false>;
-    ATTENTION_BWD_V02_DQ_D64_BF16 = attention_bwd_v02_mma_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, false>;
-    ATTENTION_BWD_V02_DQ_D64_F16 = attention_bwd_v02_mma_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, false>;
+    ATTENTION_BWD_V02_DQ_D64_BF16 = attention_bwd_v02_mma_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, 8, false>;
+    ATTENTION_BWD_V02_DQ_D64_F16 = attention_bwd_v02_mma_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, 8, false>;
     /// Backward v02, head dim 128 (32-query tiles in dK/dV: the register budget).
     ATTENTION_BWD_V02_DKDV_D128_BF16 = attention_bwd_v02_mma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false, false>;
     ATTENTION_BWD_V02_DKDV_D128_F16 = attention_bwd_v02_mma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false, false>;
-    ATTENTION_BWD_V02_DQ_D128_BF16 = attention_bwd_v02_mma_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, false>;
-    ATTENTION_BWD_V02_DQ_D128_F16 = attention_bwd_v02_mma_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, false>;
-    /// Backward v02 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_BWD_V02_DQ_D128_BF16 = attention_bwd_v02_mma_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, 8, false>;
+    ATTENTION_BWD_V02_DQ_D128_F16 = attention_bwd_v02_mma_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, 8, false>;
+    /// Backward v02, head dim 256 (two warps per 16 rows, each owning 128 head dims of the
+    /// outputs; 32-key tiles in dQ).
+    ATTENTION_BWD_V02_DKDV_D256_BF16 = attention_bwd_v02_mma_dkdv_d256_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 256, 16, 16, 32, 4, false, false>;
+    ATTENTION_BWD_V02_DKDV_D256_F16 = attention_bwd_v02_mma_dkdv_d256_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 256, 16, 16, 32, 4, false, false>;
+    ATTENTION_BWD_V02_DQ_D256_BF16 = attention_bwd_v02_mma_dq_d256_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 256, 16, 16, 4, false>;
+    ATTENTION_BWD_V02_DQ_D256_F16 = attention_bwd_v02_mma_dq_d256_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 256, 16, 16, 4, false>;
+    /// Backward v02 over a variable-length batch (`cu_seqlens_q/k`), head dims 64, 128 and 256.
     ATTENTION_BWD_V02_VARLEN_DKDV_D64_BF16 = attention_bwd_v02_mma_varlen_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, false, true>;
     ATTENTION_BWD_V02_VARLEN_DKDV_D64_F16 = attention_bwd_v02_mma_varlen_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 64, 4, 8, 64, 8, false, true>;
-    ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16 = attention_bwd_v02_mma_varlen_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, true>;
-    ATTENTION_BWD_V02_VARLEN_DQ_D64_F16 = attention_bwd_v02_mma_varlen_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16 = attention_bwd_v02_mma_varlen_dq_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 64, 4, 8, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D64_F16 = attention_bwd_v02_mma_varlen_dq_d64_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 64, 4, 8, 8, true>;
     ATTENTION_BWD_V02_VARLEN_DKDV_D128_BF16 = attention_bwd_v02_mma_varlen_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 128, 8, 16, 32, 4, false, true>;
     ATTENTION_BWD_V02_VARLEN_DKDV_D128_F16 = attention_bwd_v02_mma_varlen_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 128, 8, 16, 32, 4, false, true>;
-    ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16 = attention_bwd_v02_mma_varlen_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, true>;
-    ATTENTION_BWD_V02_VARLEN_DQ_D128_F16 = attention_bwd_v02_mma_varlen_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16 = attention_bwd_v02_mma_varlen_dq_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 128, 8, 16, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D128_F16 = attention_bwd_v02_mma_varlen_dq_d128_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 128, 8, 16, 8, true>;
+    ATTENTION_BWD_V02_VARLEN_DKDV_D256_BF16 = attention_bwd_v02_mma_varlen_dkdv_d256_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 256, 16, 16, 32, 4, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DKDV_D256_F16 = attention_bwd_v02_mma_varlen_dkdv_d256_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dkdv::<F16, 256, 16, 16, 32, 4, false, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D256_BF16 = attention_bwd_v02_mma_varlen_dq_d256_bf16(AttentionBwdParams<Bf16>) => bwd_v02_mma::dq::<Bf16, 256, 16, 16, 4, true>;
+    ATTENTION_BWD_V02_VARLEN_DQ_D256_F16 = attention_bwd_v02_mma_varlen_dq_d256_f16(AttentionBwdParams<F16>) => bwd_v02_mma::dq::<F16, 256, 16, 16, 4, true>;
     /// Deliberately wrong (tests only): backward v02 head dim 64 with the `dS^T` A fragment of
     /// `dK += dS^T Q` mis-laid (registers 1 and 2 swapped: keys g + 8 and queries 2t + 8 exchanged).
     ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true, false>;
@@ -465,8 +475,11 @@ pub struct BackwardKernel {
     /// Keys per dK/dV block (grid x of `dkdv`) and queries per dQ block (grid x of `dq`).
     pub block_k: u32,
     pub block_q: u32,
-    /// Threads per block of every kernel; query rows per `preprocess` block.
+    /// Threads per block of `dkdv` and `dq`.
     pub threads: u32,
+    /// Threads per block of the row passes `preprocess` and `dq_convert` (v01's, in every
+    /// version), and query rows per `preprocess` block.
+    pub row_threads: u32,
     pub preprocess_rows: u32,
     /// Dynamic shared bytes of `dkdv` and of `dq` (the others use none).
     pub dkdv_shared_bytes: u32,
@@ -493,6 +506,17 @@ impl BackwardKernel {
             b.all().into_iter().map(|d| d.name).chain(f.all().into_iter().map(|d| d.name))
         };
         names(&self.bf16, &self.f16).chain(self.varlen.iter().flat_map(move |v| names(&v.bf16, &v.f16)))
+    }
+    /// Threads per block of the kernel entry point `name`, if it is one of these.
+    pub fn threads_of(&self, name: &str) -> Option<u32> {
+        let row_passes = [
+            ATTENTION_BWD_PRE_BF16.name,
+            ATTENTION_BWD_PRE_F16.name,
+            ATTENTION_BWD_DQ_CONVERT_BF16.name,
+            ATTENTION_BWD_DQ_CONVERT_F16.name,
+        ];
+        let threads = if row_passes.contains(&name) { self.row_threads } else { self.threads };
+        self.defs().any(|d| d == name).then_some(threads)
     }
 }
 
@@ -544,6 +568,7 @@ const fn bwd_v01(
         block_k: bwd_v01_simt::BK,
         block_q: bwd_v01_simt::BQ,
         threads: bwd_v01_simt::THREADS,
+        row_threads: bwd_v01_simt::THREADS,
         preprocess_rows: bwd_v01_simt::WARPS,
         dkdv_shared_bytes: bwd_v01_simt::SHARED_BYTES,
         dq_shared_bytes: bwd_v01_simt::SHARED_BYTES,
@@ -590,10 +615,8 @@ const fn v01_varlen(
     })
 }
 
-const _: () = assert!(bwd_v02_mma::THREADS == bwd_v01_simt::THREADS, "v01's row passes run with v02's block");
-
 /// v02's kernels of one head dim: its own `dkdv` and `dq`, v01's `preprocess` and
-/// `dq_convert` (memory-bound row passes, the same 128 threads).
+/// `dq_convert` (memory-bound row passes with v01's block).
 #[cfg(not(target_arch = "nvptx64"))]
 const fn bwd_v02(
     t: bwd_v02_mma::BwdMmaTiling,
@@ -617,7 +640,8 @@ const fn bwd_v02(
         },
         block_k: bwd_v02_mma::BK,
         block_q: bwd_v02_mma::BM,
-        threads: bwd_v02_mma::THREADS,
+        threads: t.threads(),
+        row_threads: bwd_v01_simt::THREADS,
         preprocess_rows: bwd_v01_simt::WARPS,
         dkdv_shared_bytes: t.dkdv_shared_bytes(),
         dq_shared_bytes: t.dq_shared_bytes(),
@@ -662,6 +686,15 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 v01_varlen(
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16],
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_F16],
+                ),
+            ),
+            bwd_v02(
+                bwd_v02_mma::TILING_D256,
+                [&ATTENTION_BWD_V02_DKDV_D256_BF16, &ATTENTION_BWD_V02_DQ_D256_BF16],
+                [&ATTENTION_BWD_V02_DKDV_D256_F16, &ATTENTION_BWD_V02_DQ_D256_F16],
+                v01_varlen(
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_BF16],
+                    [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_F16],
                 ),
             ),
         ],
@@ -739,11 +772,8 @@ fn forward_kernel(name: &str) -> Option<&'static AttentionKernel> {
 /// Threads per block of `name` if it is an attention kernel.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    let bwd = backward_versions_and_bugs().flat_map(|v| v.kernels.iter()).find(|k| k.defs().any(|d| d == name));
-    match bwd {
-        Some(k) => Some(k.threads),
-        None => forward_kernel(name).map(|k| k.threads),
-    }
+    let bwd = backward_versions_and_bugs().flat_map(|v| v.kernels.iter()).find_map(|k| k.threads_of(name));
+    bwd.or_else(|| forward_kernel(name).map(|k| k.threads))
 }
 
 /// Blocks per SM to declare for `name` (see `crate::launch_min_blocks`): one for the v03
