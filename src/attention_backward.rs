@@ -26,7 +26,7 @@
 //! ([`BackwardKernel::varlen`]); [`check_varlen_backward`] checks each sequence against the
 //! dense reference.
 
-use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, gather, scatter};
+use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, VarlenInput, gather, scatter};
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
@@ -78,20 +78,16 @@ fn supported_dims() -> String {
     attention::dims_by_version(BACKWARD_VERSIONS.iter().map(|v| (v.name, v.kernels)), |k| Some(k.head_dims))
 }
 
-/// The backward's inputs: the forward's (`q`, `k`, `v`, shape, mask, scale), its outputs `o`
-/// and `lse` (natural log, `[batch, heads, seq_q]`), and the output gradient `d_o` (O's shape).
+/// The backward's inputs: the forward's input as it was passed to [`attention::attention`]
+/// (`q`, `k`, `v`, shape, mask and scale, so the backward cannot differ from the forward in
+/// any of them), its outputs `o` and `lse` (natural log, `[batch, heads, seq_q]`), and the
+/// output gradient `d_o` (O's shape).
 #[derive(Clone, Copy)]
 pub struct AttentionBackwardInput<'a, T: AttentionFloat> {
-    pub q: BufRef<'a, T>,
-    pub k: BufRef<'a, T>,
-    pub v: BufRef<'a, T>,
+    pub forward: AttentionInput<'a, T>,
     pub o: BufRef<'a, T>,
     pub d_o: BufRef<'a, T>,
     pub lse: BufRef<'a, f32>,
-    pub shape: AttentionShape,
-    pub causal: bool,
-    /// `None` is `1 / sqrt(head_dim)`; must be the forward's.
-    pub scale: Option<f32>,
 }
 
 /// The gradients: dQ has Q's shape, dK and dV have K's.
@@ -115,15 +111,15 @@ pub fn attention_backward<T: BackwardFloat>(
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let i = &input;
-    let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
+    let (i, f) = (&input, &input.forward);
+    let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
     // No version for misaligned views (head dim 256): the aligned one says what to fix.
-    let d = input.shape.head_dim;
-    let v = default_version(d, aligned).or_else(|| default_version(d, true)).ok_or_else(|| {
-        Error::invalid(OP, format!("head_dim = {} is not supported ({})", input.shape.head_dim, supported_dims()))
-    })?;
+    let d = f.shape.head_dim;
+    let v = default_version(d, aligned)
+        .or_else(|| default_version(d, true))
+        .ok_or_else(|| Error::invalid(OP, format!("head_dim = {d} is not supported ({})", supported_dims())))?;
     attention_backward_with(ctx, v, input, grads, opts)
 }
 
@@ -141,7 +137,7 @@ pub fn attention_backward_with<T: BackwardFloat>(
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let AttentionBackwardInput { q, k, v, o, d_o, lse, shape: s, causal, scale } = input;
+    let AttentionBackwardInput { forward: AttentionInput { q, k, v, shape: s, causal, scale }, o, d_o, lse } = input;
     let AttentionGrads { mut dq, mut dk, mut dv } = grads;
     let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
     views.check_context(ctx, OP)?;
@@ -171,30 +167,18 @@ pub fn attention_backward_with<T: BackwardFloat>(
     launch(ctx, run, views, causal, scale, opts)
 }
 
-/// The backward's inputs over a variable-length batch, packed as [`VarlenInput`] packs the
-/// forward's (`q, o, d_o: [heads, total_q, head_dim]`, `k, v: [kv_heads, total_k, head_dim]`,
-/// `lse: [heads, total_q]` as [`attention::attention_varlen`] returns it; causal masking aligned
-/// bottom-right per sequence). The gradients: dQ has Q's layout, dK and dV have K's.
-///
-/// [`VarlenInput`]: crate::attention::VarlenInput
+/// The backward's inputs over a variable-length batch: the forward's [`VarlenInput`] as it was
+/// passed to [`attention::attention_varlen`] (Q, K, V, offsets, heads, mask and scale; the
+/// offsets are validated per call, so a bad table is a typed error before any launch), its
+/// outputs `o` (Q's layout, `[heads, total_q, head_dim]`) and `lse` (`[heads, total_q]`), and
+/// the output gradient `d_o` (O's layout). Causal masking is aligned bottom-right per sequence,
+/// as in the forward. The gradients: dQ has Q's layout, dK and dV have K's.
 #[derive(Clone, Copy)]
 pub struct VarlenBackwardInput<'a, T: AttentionFloat> {
-    pub q: BufRef<'a, T>,
-    pub k: BufRef<'a, T>,
-    pub v: BufRef<'a, T>,
+    pub forward: VarlenInput<'a, T>,
     pub o: BufRef<'a, T>,
     pub d_o: BufRef<'a, T>,
     pub lse: BufRef<'a, f32>,
-    /// Host offsets (`batch + 1` each, from 0, non-decreasing, the last one the total),
-    /// validated (and uploaded) per call: a bad table is a typed error before any launch.
-    pub cu_seqlens_q: &'a [i32],
-    pub cu_seqlens_k: &'a [i32],
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub causal: bool,
-    /// `None` is `1 / sqrt(head_dim)`; must be the forward's.
-    pub scale: Option<f32>,
 }
 
 const VARLEN_OP: &str = "attention_varlen_backward";
@@ -222,14 +206,14 @@ pub fn attention_varlen_backward<T: BackwardFloat>(
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let i = &input;
-    let aligned = [i.q.addr(), i.k.addr(), i.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
+    let (i, f) = (&input, &input.forward);
+    let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
-    let d = input.head_dim;
-    let v = default_varlen_version(d, aligned).or_else(|| default_varlen_version(d, true)).ok_or_else(|| {
-        Error::invalid(VARLEN_OP, format!("head_dim = {} is not supported ({})", input.head_dim, varlen_dims()))
-    })?;
+    let d = f.head_dim;
+    let v = default_varlen_version(d, aligned)
+        .or_else(|| default_varlen_version(d, true))
+        .ok_or_else(|| Error::invalid(VARLEN_OP, format!("head_dim = {d} is not supported ({})", varlen_dims())))?;
     attention_varlen_backward_with(ctx, v, input, grads, opts)
 }
 
@@ -242,21 +226,8 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
     opts: BackwardOptions,
 ) -> Result<()> {
     const OP: &str = VARLEN_OP;
-    let VarlenBackwardInput {
-        q,
-        k,
-        v,
-        o,
-        d_o,
-        lse,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        heads,
-        kv_heads,
-        head_dim,
-        causal,
-        scale,
-    } = input;
+    let VarlenBackwardInput { forward, o, d_o, lse } = input;
+    let VarlenInput { q, k, v, cu_seqlens_q, cu_seqlens_k, heads, kv_heads, head_dim, causal, scale } = forward;
     let AttentionGrads { mut dq, mut dk, mut dv } = grads;
     let views = Views { q, k, v, o, d_o, lse, dq: &mut dq, dk: &mut dk, dv: &mut dv };
     views.check_context(ctx, OP)?;
@@ -610,17 +581,7 @@ pub fn run_case<T: BackwardFloat>(
         scale: None,
     };
     attention::attention(ctx, fwd, o.as_view_mut(), lse.as_view_mut())?;
-    let input = AttentionBackwardInput {
-        q: qb.as_view(),
-        k: kb.as_view(),
-        v: vb.as_view(),
-        o: o.as_view(),
-        d_o: dob.as_view(),
-        lse: lse.as_view(),
-        shape: s,
-        causal: case.causal,
-        scale: None,
-    };
+    let input = AttentionBackwardInput { forward: fwd, o: o.as_view(), d_o: dob.as_view(), lse: lse.as_view() };
     attention_backward_with(ctx, version, input, grads, BackwardOptions { deterministic: case.deterministic })
 }
 
@@ -729,27 +690,14 @@ fn varlen_inputs<T: AttentionFloat>(case: &VarlenBackwardCase) -> [Vec<T>; 4] {
     [draw(case.q_len()), draw(case.kv_len()), draw(case.kv_len()), draw(case.q_len())]
 }
 
-/// The forward's O and lse for a varlen case, from [`attention::attention_varlen`].
+/// The forward's O and lse for a varlen case's `input`, from [`attention::attention_varlen`].
 fn varlen_forward<T: BackwardFloat>(
     ctx: &Context,
     case: &VarlenBackwardCase,
-    (q, k, v): (&crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>, &crate::DeviceBuffer<T>),
+    input: VarlenInput<'_, T>,
 ) -> Result<(crate::DeviceBuffer<T>, crate::DeviceBuffer<f32>)> {
-    let (cu_q, cu_k) = case.offsets();
     let mut o = ctx.alloc::<T>(case.q_len())?;
     let mut lse = ctx.alloc::<f32>(case.heads * case.totals().0)?;
-    let input = attention::VarlenInput {
-        q: q.as_view(),
-        k: k.as_view(),
-        v: v.as_view(),
-        cu_seqlens_q: &cu_q,
-        cu_seqlens_k: &cu_k,
-        heads: case.heads,
-        kv_heads: case.kv_heads,
-        head_dim: case.head_dim,
-        causal: case.causal,
-        scale: None,
-    };
     attention::attention_varlen(ctx, input, o.as_view_mut(), lse.as_view_mut())?;
     Ok((o, lse))
 }
@@ -764,15 +712,11 @@ pub fn run_varlen_case<T: BackwardFloat>(
 ) -> Result<()> {
     let [q, k, v, d_o] = varlen_inputs::<T>(case);
     let (qb, kb, vb, dob) = (ctx.upload(&q)?, ctx.upload(&k)?, ctx.upload(&v)?, ctx.upload(&d_o)?);
-    let (o, lse) = varlen_forward(ctx, case, (&qb, &kb, &vb))?;
     let (cu_q, cu_k) = case.offsets();
-    let input = VarlenBackwardInput {
+    let forward = VarlenInput {
         q: qb.as_view(),
         k: kb.as_view(),
         v: vb.as_view(),
-        o: o.as_view(),
-        d_o: dob.as_view(),
-        lse: lse.as_view(),
         cu_seqlens_q: &cu_q,
         cu_seqlens_k: &cu_k,
         heads: case.heads,
@@ -781,6 +725,8 @@ pub fn run_varlen_case<T: BackwardFloat>(
         causal: case.causal,
         scale: None,
     };
+    let (o, lse) = varlen_forward(ctx, case, forward)?;
+    let input = VarlenBackwardInput { forward, o: o.as_view(), d_o: dob.as_view(), lse: lse.as_view() };
     attention_varlen_backward_with(ctx, version, input, grads, BackwardOptions { deterministic: case.deterministic })
 }
 
@@ -866,17 +812,7 @@ pub fn time<T: BackwardFloat>(
     let (mut dq, mut dk, mut dv) =
         (ctx.alloc::<T>(s.q_len())?, ctx.alloc::<T>(s.kv_len())?, ctx.alloc::<T>(s.kv_len())?);
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
-        let input = AttentionBackwardInput {
-            q: q.as_view(),
-            k: k.as_view(),
-            v: v.as_view(),
-            o: o.as_view(),
-            d_o: d_o.as_view(),
-            lse: lse.as_view(),
-            shape: s,
-            causal,
-            scale: None,
-        };
+        let input = AttentionBackwardInput { forward: fwd, o: o.as_view(), d_o: d_o.as_view(), lse: lse.as_view() };
         let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
         attention_backward_with(ctx, version, input, grads, opts)
     })?;

@@ -627,7 +627,7 @@ enum BwdWay {
 /// An attention backward (2 heads over 1 kv head, 9 queries, 11 keys, head dim 64, bf16)
 /// broken the way `way` says. The gradients must stay untouched.
 fn attention_backward_case(way: BwdWay) -> Outcome {
-    use ferrokern::attention::AttentionShape;
+    use ferrokern::attention::{AttentionInput, AttentionShape};
     use ferrokern::attention_backward::{
         AttentionBackwardInput, AttentionGrads, BackwardOptions, attention_backward, attention_backward_with, version,
     };
@@ -657,15 +657,17 @@ fn attention_backward_case(way: BwdWay) -> Outcome {
     }
     let d_o_start = if matches!(way, BwdWay::MisalignedDoV02 | BwdWay::MisalignedDoD256) { 1 } else { 0 };
     let input = AttentionBackwardInput {
-        q: q.view(0..ql).unwrap(),
-        k: kv.as_view(),
-        v: kv.as_view(),
+        forward: AttentionInput {
+            q: q.view(0..ql).unwrap(),
+            k: kv.as_view(),
+            v: kv.as_view(),
+            shape: s,
+            causal: true,
+            scale,
+        },
         o: q.view(0..ql).unwrap(),
         d_o: q.view(d_o_start..d_o_start + do_len).unwrap(),
         lse: lse.view(0..lse_len).unwrap(),
-        shape: s,
-        causal: true,
-        scale,
     };
     let dv_view = if matches!(way, BwdWay::ForeignDv) { dv_other.as_view_mut() } else { dv.as_view_mut() };
     let grads =
@@ -734,6 +736,7 @@ enum VarlenBwdWay {
 /// gradients must stay untouched.
 fn varlen_backward_case(cu_q: &'static [i32], cu_k: &'static [i32], way: VarlenBwdWay) -> Outcome {
     use VarlenBwdWay as W;
+    use ferrokern::attention::VarlenInput;
     use ferrokern::attention_backward::{
         AttentionGrads, BackwardOptions, VarlenBackwardInput, attention_varlen_backward,
         attention_varlen_backward_with, version,
@@ -764,13 +767,10 @@ fn varlen_backward_case(cu_q: &'static [i32], cu_k: &'static [i32], way: VarlenB
         _ => {}
     }
     let d_o_start = if matches!(way, W::MisalignedDoV02) { 1 } else { 0 };
-    let input = VarlenBackwardInput {
+    let forward = VarlenInput {
         q: q.view(0..q_len).unwrap(),
         k: kv.view(0..kl).unwrap(),
         v: kv.view(0..kl).unwrap(),
-        o: q.view(0..ql).unwrap(),
-        d_o: q.view(d_o_start..d_o_start + do_len).unwrap(),
-        lse: lse.view(0..lse_len).unwrap(),
         cu_seqlens_q: cu_q,
         cu_seqlens_k: cu_k,
         heads: h,
@@ -778,6 +778,12 @@ fn varlen_backward_case(cu_q: &'static [i32], cu_k: &'static [i32], way: VarlenB
         head_dim: d,
         causal: true,
         scale: if matches!(way, W::NanScale) { Some(f32::NAN) } else { None },
+    };
+    let input = VarlenBackwardInput {
+        forward,
+        o: q.view(0..ql).unwrap(),
+        d_o: q.view(d_o_start..d_o_start + do_len).unwrap(),
+        lse: lse.view(0..lse_len).unwrap(),
     };
     let dq_view = if matches!(way, W::ForeignDq) { dq_other.as_view_mut() } else { dq.as_view_mut() };
     let grads = AttentionGrads { dq: dq_view, dk: dk.view_mut(0..dk_len).unwrap(), dv: dv.as_view_mut() };
