@@ -67,7 +67,7 @@ pub fn default_varlen_version(ctx: &Context, head_dim: usize, aligned16: bool) -
 
 /// The highest version with a kernel that `fits` and that `ctx` can run.
 fn highest(ctx: &Context, fits: impl Fn(&AttentionKernel) -> bool) -> Option<&'static AttentionVersion> {
-    VERSIONS.iter().rev().find(|v| v.kernels.iter().any(|k| fits(k) && arch_ok(ctx, k).is_ok()))
+    VERSIONS.iter().rev().find(|v| v.kernels.iter().any(|k| fits(k) && device_ok(ctx, k).is_ok()))
 }
 
 /// Refuses a view of a version that copies 16-byte rows (`addrs`: each view's name and start)
@@ -85,20 +85,25 @@ pub(crate) fn check_align16(op: &'static str, version: &str, addrs: &[(&str, usi
 }
 
 /// Why `ctx` cannot run `v` at `head_dim` (it has no kernel for it, or the kernel needs PTX
-/// this device did not load), or `None` when it can.
+/// this device did not load or more shared memory than it has), or `None` when it can.
 pub fn unavailable(ctx: &Context, v: &AttentionVersion, head_dim: usize) -> Option<String> {
     match v.kernel(head_dim) {
         None => Some(format!("{} has no kernel for head dim {head_dim}", v.name)),
-        Some(k) => arch_ok(ctx, k).err().map(|why| format!("{} {why}", v.name)),
+        Some(k) => device_ok(ctx, k).err().map(|why| format!("{} {why}", v.name)),
     }
 }
 
-/// Whether `ctx` can run `k`: an error naming the PTX it needs when not.
-fn arch_ok(ctx: &Context, k: &AttentionKernel) -> std::result::Result<(), String> {
+/// Whether `ctx` can run `k`: an error naming the PTX or the shared memory it needs when not.
+fn device_ok(ctx: &Context, k: &AttentionKernel) -> std::result::Result<(), String> {
     match (k.required_arch(), ctx.device_info()) {
         (Some(need), Some(info)) if info.ptx_arch != need => Err(format!(
             "runs only where the {need} PTX is loaded (Hopper, compute capability 9.0); this {} loaded {}",
             info.name, info.ptx_arch
+        )),
+        _ if k.shared_bytes > ctx.max_shared_bytes() => Err(format!(
+            "needs {} bytes of shared memory per block and this device allows {}",
+            k.shared_bytes,
+            ctx.max_shared_bytes()
         )),
         _ => Ok(()),
     }
@@ -257,8 +262,11 @@ pub fn attention_with<T: AttentionFloat>(
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
     }
-    if let Err(why) = arch_ok(ctx, kernel) {
-        return Err(Error::invalid(OP, format!("{} {why}: use v02_mma", version.name)));
+    if let Err(why) = device_ok(ctx, kernel) {
+        return Err(Error::invalid(
+            OP,
+            format!("{} {why}: run the version `{OP}` picks for this device", version.name),
+        ));
     }
     if s.batch == 0 || s.heads == 0 || s.seq_q == 0 {
         return Ok(());
@@ -499,8 +507,11 @@ pub fn attention_varlen_with<T: AttentionFloat>(
     if !scale.is_finite() {
         return Err(Error::invalid(OP, format!("scale = {scale}: pass a finite scale (default 1/sqrt(head_dim))")));
     }
-    if let Err(why) = arch_ok(ctx, kernel) {
-        return Err(Error::invalid(OP, format!("{} {why}: use v02_mma", version.name)));
+    if let Err(why) = device_ok(ctx, kernel) {
+        return Err(Error::invalid(
+            OP,
+            format!("{} {why}: run the version `{OP}` picks for this device", version.name),
+        ));
     }
     if batch == 0 || max_q == 0 {
         return Ok(());

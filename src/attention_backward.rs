@@ -67,10 +67,31 @@ pub fn version(name: &str) -> Option<&'static AttentionBackwardVersion> {
     BACKWARD_VERSIONS.iter().find(|v| v.name == name)
 }
 
-/// The version [`attention_backward`] runs for `head_dim` when the views are (`aligned16`) or
-/// are not all 16-byte aligned: the highest rung that supports it, or `None` when none does.
-pub fn default_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionBackwardVersion> {
-    BACKWARD_VERSIONS.iter().rev().find(|v| v.kernel(head_dim).is_some_and(|k| aligned16 || !k.align16))
+/// The version [`attention_backward`] runs on `ctx` for `head_dim` when the views are
+/// (`aligned16`) or are not all 16-byte aligned: the highest rung that supports the head dim,
+/// the alignment and, with `opts`, the device's shared memory per block; `None` when none does.
+pub fn default_version(
+    ctx: &Context,
+    head_dim: usize,
+    aligned16: bool,
+    opts: BackwardOptions,
+) -> Option<&'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS.iter().rev().find(|v| v.kernel(head_dim).is_some_and(|k| runs(ctx, k, aligned16, opts)))
+}
+
+/// The dynamic shared memory per block a backward with `kernel` launches, and the kernel that
+/// needs it: the dK/dV kernel's or, with a deterministic dQ, the larger of it and the dQ pass's.
+fn shared_need(kernel: &BackwardKernel, opts: BackwardOptions) -> (u32, &'static str) {
+    if opts.deterministic && kernel.dq_shared_bytes > kernel.dkdv_shared_bytes {
+        (kernel.dq_shared_bytes, "deterministic dQ")
+    } else {
+        (kernel.dkdv_shared_bytes, "dK/dV")
+    }
+}
+
+/// Whether `ctx` runs `kernel` on views that are (`aligned16`) or are not all 16-byte aligned.
+fn runs(ctx: &Context, kernel: &BackwardKernel, aligned16: bool, opts: BackwardOptions) -> bool {
+    (aligned16 || !kernel.align16) && shared_need(kernel, opts).0 <= ctx.max_shared_bytes()
 }
 
 /// Every head dim some version supports, for error messages.
@@ -115,12 +136,17 @@ pub fn attention_backward<T: BackwardFloat>(
     let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
-    // No version for misaligned views (head dim 256): the aligned one says what to fix.
-    let d = f.shape.head_dim;
-    let v = default_version(d, aligned)
-        .or_else(|| default_version(d, true))
-        .ok_or_else(|| Error::invalid(OP, format!("head_dim = {d} is not supported ({})", supported_dims())))?;
+    let v = pick(ctx, f.shape.head_dim, aligned, opts)?;
     attention_backward_with(ctx, v, input, grads, opts)
+}
+
+/// The version [`attention_backward`] runs: [`default_version`] or, when none runs here
+/// (misaligned views at head dim 256, or more shared memory than the device has), the highest
+/// version with the head dim, whose checks then refuse the call saying what to fix.
+fn pick(ctx: &Context, d: usize, aligned16: bool, opts: BackwardOptions) -> Result<&'static AttentionBackwardVersion> {
+    default_version(ctx, d, aligned16, opts)
+        .or_else(|| BACKWARD_VERSIONS.iter().rev().find(|v| v.kernel(d).is_some()))
+        .ok_or_else(|| Error::invalid(OP, format!("head_dim = {d} is not supported ({})", supported_dims())))
 }
 
 fn grid_x(what: &str, n: usize) -> Result<u32> {
@@ -159,7 +185,7 @@ pub fn attention_backward_with<T: BackwardFloat>(
     views.check_lens(OP, [q_len, kv_len, kv_len, q_len, q_len, s.lse_len()], |name, got, want| {
         format!("{name} has {got} elements but the shape {s:?} needs {want}")
     })?;
-    let scale = views.check_kernel(ctx, OP, version.name, kernel, scale, s.head_dim)?;
+    let scale = views.check_kernel(ctx, OP, version.name, kernel, opts, scale, s.head_dim)?;
     if s.batch == 0 || s.heads == 0 {
         return Ok(());
     }
@@ -183,11 +209,18 @@ pub struct VarlenBackwardInput<'a, T: AttentionFloat> {
 
 const VARLEN_OP: &str = "attention_varlen_backward";
 
-/// The version [`attention_varlen_backward`] runs for `head_dim` when the views are
-/// (`aligned16`) or are not all 16-byte aligned: the highest rung with variable-length kernels
-/// for it, or `None`.
-pub fn default_varlen_version(head_dim: usize, aligned16: bool) -> Option<&'static AttentionBackwardVersion> {
-    BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(head_dim).is_some_and(|(k, _)| aligned16 || !k.align16))
+/// As [`default_version`], for [`attention_varlen_backward`]: the highest rung with
+/// variable-length kernels for `head_dim` that `ctx` runs on these views, or `None`.
+pub fn default_varlen_version(
+    ctx: &Context,
+    head_dim: usize,
+    aligned16: bool,
+    opts: BackwardOptions,
+) -> Option<&'static AttentionBackwardVersion> {
+    BACKWARD_VERSIONS
+        .iter()
+        .rev()
+        .find(|v| v.varlen_kernel(head_dim).is_some_and(|(k, _)| runs(ctx, k, aligned16, opts)))
 }
 
 /// Every head dim some version's variable-length kernels support, for error messages.
@@ -210,11 +243,20 @@ pub fn attention_varlen_backward<T: BackwardFloat>(
     let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
         .iter()
         .all(|a| a.is_multiple_of(16));
-    let d = f.head_dim;
-    let v = default_varlen_version(d, aligned)
-        .or_else(|| default_varlen_version(d, true))
-        .ok_or_else(|| Error::invalid(VARLEN_OP, format!("head_dim = {d} is not supported ({})", varlen_dims())))?;
+    let v = pick_varlen(ctx, f.head_dim, aligned, opts)?;
     attention_varlen_backward_with(ctx, v, input, grads, opts)
+}
+
+/// As [`pick`], for [`attention_varlen_backward`].
+fn pick_varlen(
+    ctx: &Context,
+    d: usize,
+    aligned16: bool,
+    opts: BackwardOptions,
+) -> Result<&'static AttentionBackwardVersion> {
+    default_varlen_version(ctx, d, aligned16, opts)
+        .or_else(|| BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(d).is_some()))
+        .ok_or_else(|| Error::invalid(VARLEN_OP, format!("head_dim = {d} is not supported ({})", varlen_dims())))
 }
 
 /// As [`attention_varlen_backward`], with a chosen version.
@@ -250,7 +292,7 @@ pub fn attention_varlen_backward_with<T: BackwardFloat>(
             "{name} has {got} elements but needs {want} ({total_q} query and {total_k} key tokens, {heads} heads, {kv_heads} kv heads, head_dim {head_dim})"
         )
     })?;
-    let scale = views.check_kernel(ctx, OP, version.name, kernel, scale, head_dim)?;
+    let scale = views.check_kernel(ctx, OP, version.name, kernel, opts, scale, head_dim)?;
     if batch == 0 {
         return Ok(());
     }
@@ -316,24 +358,26 @@ impl<T: AttentionFloat> Views<'_, '_, T> {
         }
     }
 
-    /// The checks that depend on the kernel: its shared memory within the device's limit,
-    /// 16-byte alignment where it loads 16 bytes at a time, and a finite scale (`None`:
-    /// `1 / sqrt(head_dim)`), which it returns.
+    /// The checks that depend on the kernel: its shared memory (with `opts`) within the
+    /// device's limit, 16-byte alignment where it loads 16 bytes at a time, and a finite scale
+    /// (`None`: `1 / sqrt(head_dim)`), which it returns.
+    #[allow(clippy::too_many_arguments)]
     fn check_kernel(
         &self,
         ctx: &Context,
         op: &'static str,
         version: &str,
         kernel: &BackwardKernel,
+        opts: BackwardOptions,
         scale: Option<f32>,
         head_dim: usize,
     ) -> Result<f32> {
-        let shared = kernel.dkdv_shared_bytes.max(kernel.dq_shared_bytes);
+        let (shared, which) = shared_need(kernel, opts);
         if shared > ctx.max_shared_bytes() {
             return Err(Error::invalid(
                 op,
                 format!(
-                    "head_dim = {head_dim}: {version} needs {shared} bytes of shared memory per block and this device allows {}; run it on a GPU with more (A100, H100 and H200 allow 163 KB or more) or pick a smaller head dim",
+                    "head_dim = {head_dim}: {version}'s {which} kernel needs {shared} bytes of shared memory per block and this device allows {}; run a version that needs less (leave the choice to {op} and it picks one where there is one) or a GPU with more (A100, H100 and H200 allow 163 KB or more)",
                     ctx.max_shared_bytes()
                 ),
             ));
@@ -631,9 +675,7 @@ pub fn check_backward(
 ) -> Result<Report> {
     let version = match version {
         Some(v) => v,
-        None => default_version(case.shape.head_dim, true).ok_or_else(|| {
-            Error::invalid(OP, format!("head_dim = {} is not supported ({})", case.shape.head_dim, supported_dims()))
-        })?,
+        None => pick(ctx, case.shape.head_dim, true, BackwardOptions { deterministic: case.deterministic })?,
     };
     match case.dtype {
         DType::BF16 => check_t::<bf16>(ctx, case, version),
@@ -774,9 +816,7 @@ pub fn check_varlen_backward(
 ) -> Result<Report> {
     let version = match version {
         Some(v) => v,
-        None => default_varlen_version(case.head_dim, true).ok_or_else(|| {
-            Error::invalid(VARLEN_OP, format!("head_dim = {} is not supported ({})", case.head_dim, varlen_dims()))
-        })?,
+        None => pick_varlen(ctx, case.head_dim, true, BackwardOptions { deterministic: case.deterministic })?,
     };
     match case.dtype {
         DType::BF16 => check_varlen_t::<bf16>(ctx, case, version),

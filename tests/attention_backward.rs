@@ -1,23 +1,25 @@
 //! Attention backward against the f64 reference under FlashAttention's rule for the backward
 //! (max error at most 3x the naive low-precision backward's, plus a tiny atol), on the emulator
 //! always and the GPU when present: odd and unequal lengths, causal (bottom-right aligned) and
-//! not, grouped-query and multi-query heads, fully masked rows, head dims 64 and 128, both dQ
+//! not, grouped-query and multi-query heads, fully masked rows, head dims 64, 128 and 256, both dQ
 //! paths (f32 atomics, deterministic); every version of the ladder that has the head dim; plus
-//! the deterministic path's bitwise reproducibility, the launcher's version choice, and
+//! the deterministic path's bitwise reproducibility, the launcher's version choice (also on an
+//! emulator with a smaller GPU's shared memory per block), and
 //! deliberately wrong variants (the `D_i` term left out; a mis-laid `dS^T` mma fragment) the
 //! check must reject. The variable-length backward likewise: random packed sequence-length
-//! sets (empty, single-token, q != k), head dims 32-128, GQA/MQA, both dQ paths, each sequence
+//! sets (empty, single-token, q != k), head dims 32-256, GQA/MQA, both dQ paths, each sequence
 //! against the dense reference; its determinism, its launcher choice, and a variant with the
 //! causal mask aligned top-left per sequence that the check must reject.
 
 mod common;
 
 use ferrokern::DType;
-use ferrokern::attention::AttentionShape;
+use ferrokern::attention::{AttentionInput, AttentionShape};
 use ferrokern::attention_backward::{
-    AttentionBackwardCase, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS, BUG_BWD_NO_D,
-    BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT, VarlenBackwardCase, check_backward, check_varlen_backward,
-    default_varlen_version, default_version, run_case, run_varlen_case, version,
+    AttentionBackwardCase, AttentionBackwardInput, AttentionBackwardVersion, AttentionGrads, BACKWARD_VERSIONS,
+    BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT, BackwardOptions, VarlenBackwardCase,
+    attention_backward, check_backward, check_varlen_backward, default_varlen_version, default_version, run_case,
+    run_varlen_case, version,
 };
 use ferrokern::{Context, Float};
 use proptest::prelude::*;
@@ -213,18 +215,23 @@ fn a_mis_laid_ds_fragment_is_rejected() {
 
 #[test]
 fn the_launcher_picks_the_highest_version_that_fits() {
+    let (ctx, atomic) = (Context::emulator(), BackwardOptions::default());
     assert_eq!(BACKWARD_VERSIONS.last().map(|v| v.name), Some("v02_mma"));
     for d in [64, 128] {
-        assert_eq!(default_version(d, true).map(|v| v.name), Some("v02_mma"), "head dim {d}");
-        assert_eq!(default_version(d, false).map(|v| v.name), Some("v01_simt"), "head dim {d}, misaligned views");
+        assert_eq!(default_version(&ctx, d, true, atomic).map(|v| v.name), Some("v02_mma"), "head dim {d}");
+        assert_eq!(
+            default_version(&ctx, d, false, atomic).map(|v| v.name),
+            Some("v01_simt"),
+            "head dim {d}, misaligned views"
+        );
     }
     for d in [32, 96] {
-        assert_eq!(default_version(d, true).map(|v| v.name), Some("v01_simt"), "head dim {d}");
+        assert_eq!(default_version(&ctx, d, true, atomic).map(|v| v.name), Some("v01_simt"), "head dim {d}");
     }
     // Head dim 256: v02 alone (v01's shared rows hold at most 128); its loads need 16 bytes.
-    assert_eq!(default_version(256, true).map(|v| v.name), Some("v02_mma"), "head dim 256");
-    assert!(default_version(256, false).is_none(), "v02 at head dim 256 needs 16-byte aligned views");
-    assert!(default_version(512, true).is_none(), "no backward version has head dim 512");
+    assert_eq!(default_version(&ctx, 256, true, atomic).map(|v| v.name), Some("v02_mma"), "head dim 256");
+    assert!(default_version(&ctx, 256, false, atomic).is_none(), "v02 at head dim 256 needs 16-byte aligned views");
+    assert!(default_version(&ctx, 512, true, atomic).is_none(), "no backward version has head dim 512");
 }
 
 // Variable-length batches (`attention_varlen_backward`): each sequence against the dense
@@ -386,13 +393,85 @@ fn a_top_left_varlen_mask_is_rejected() {
 
 #[test]
 fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
+    let (ctx, atomic) = (Context::emulator(), BackwardOptions::default());
     for d in [32, 64, 96, 128, 256] {
         let want = BACKWARD_VERSIONS.iter().rev().find(|v| v.varlen_kernel(d).is_some()).map(|v| v.name);
-        assert_eq!(default_varlen_version(d, true).map(|v| v.name), want, "head dim {d}");
+        assert_eq!(default_varlen_version(&ctx, d, true, atomic).map(|v| v.name), want, "head dim {d}");
         let misaligned = if d == 256 { None } else { Some("v01_simt") };
-        assert_eq!(default_varlen_version(d, false).map(|v| v.name), misaligned, "head dim {d}, misaligned");
+        assert_eq!(
+            default_varlen_version(&ctx, d, false, atomic).map(|v| v.name),
+            misaligned,
+            "head dim {d}, misaligned"
+        );
     }
-    assert_eq!(default_varlen_version(64, true).map(|v| v.name), Some("v02_mma"), "v02 has varlen at head dim 64");
-    assert_eq!(default_varlen_version(256, true).map(|v| v.name), Some("v02_mma"), "v02 has varlen at head dim 256");
-    assert!(default_varlen_version(512, true).is_none(), "no backward version has head dim 512");
+    assert_eq!(
+        default_varlen_version(&ctx, 64, true, atomic).map(|v| v.name),
+        Some("v02_mma"),
+        "v02 has varlen at head dim 64"
+    );
+    assert_eq!(
+        default_varlen_version(&ctx, 256, true, atomic).map(|v| v.name),
+        Some("v02_mma"),
+        "v02 has varlen at head dim 256"
+    );
+    assert!(default_varlen_version(&ctx, 512, true, atomic).is_none(), "no backward version has head dim 512");
+}
+
+#[test]
+fn a_device_with_less_shared_memory_gets_a_version_that_fits_or_a_clear_refusal() {
+    // sm_86 and sm_89 allow 101,376 bytes of dynamic shared memory per block.
+    let limit = 101_376;
+    let small = Context::emulator_with_shared_limit(limit).unwrap();
+    let (atomic, det) = (BackwardOptions::default(), BackwardOptions { deterministic: true });
+    let v02 = version("v02_mma").unwrap();
+    let (k128, k256) = (v02.kernel(128).unwrap(), v02.kernel(256).unwrap());
+    // The premise: at head dim 128 v02's dK/dV kernel fits and its deterministic dQ pass does
+    // not; at 256 neither does.
+    assert!(k128.dkdv_shared_bytes <= limit && k128.dq_shared_bytes > limit, "d128 fits atomic only");
+    assert!(k256.dkdv_shared_bytes > limit && k256.dq_shared_bytes > limit, "d256 fits neither");
+    assert_eq!(default_version(&small, 128, true, atomic).map(|v| v.name), Some("v02_mma"));
+    assert_eq!(default_version(&small, 128, true, det).map(|v| v.name), Some("v01_simt"));
+    assert_eq!(default_varlen_version(&small, 128, true, det).map(|v| v.name), Some("v01_simt"));
+    assert!(default_version(&small, 256, true, atomic).is_none(), "nothing runs head dim 256 there");
+    assert!(default_varlen_version(&small, 256, true, atomic).is_none(), "nor its varlen backward");
+    // The forward it recomputes from picks by the same limit: not v03 (164 KB at head dim 128).
+    let fwd = ferrokern::attention::default_version(&small, 128, true).map(|v| v.name);
+    assert!(fwd.is_some_and(|n| n != "v03_wgmma"), "forward on the smaller device: {fwd:?}");
+    // What the launcher picks there runs and passes.
+    let case = AttentionBackwardCase {
+        dtype: DType::BF16,
+        shape: shape(1, 2, 1, 37, 45, 128),
+        causal: true,
+        deterministic: true,
+        seed: 12,
+    };
+    let r = check_backward(&small, &case, None).unwrap();
+    assert!(r.passed(), "d128 deterministic on the smaller device: {r}");
+    // Head dim 256 is refused before any launch, with the numbers and what to do; the
+    // gradients keep their poison.
+    let s = shape(1, 2, 1, 9, 11, 256);
+    let q = small.alloc::<half::bf16>(s.q_len()).unwrap();
+    let kv = small.alloc::<half::bf16>(s.kv_len()).unwrap();
+    let lse = small.alloc::<f32>(s.lse_len()).unwrap();
+    let poison = |n: usize| small.upload(&vec![half::bf16::NAN; n]).unwrap();
+    let (mut dq, mut dk, mut dv) = (poison(s.q_len()), poison(s.kv_len()), poison(s.kv_len()));
+    let forward =
+        AttentionInput { q: q.as_view(), k: kv.as_view(), v: kv.as_view(), shape: s, causal: true, scale: None };
+    let input = AttentionBackwardInput { forward, o: q.as_view(), d_o: q.as_view(), lse: lse.as_view() };
+    let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
+    let e = attention_backward(&small, input, grads, atomic).expect_err("head dim 256 on 99 KB per block");
+    let msg = e.to_string();
+    let need = format!("needs {} bytes", k256.dkdv_shared_bytes);
+    for part in ["head_dim = 256", "v02_mma", need.as_str(), "allows 101376", "a GPU with more"] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    for (name, b) in [("dq", &dq), ("dk", &dk), ("dv", &dv)] {
+        assert!(b.to_host().unwrap().iter().all(|x| x.is_nan()), "{name} was written");
+    }
+    // The same limit the other way: the full emulator runs head dim 256 with v02.
+    assert_eq!(default_version(&Context::emulator(), 256, true, atomic).map(|v| v.name), Some("v02_mma"));
+    // Limits outside 48 KB ..= 227 KB are refused.
+    for bad in [0, 1000, 300_000] {
+        assert!(Context::emulator_with_shared_limit(bad).is_err(), "{bad} bytes accepted");
+    }
 }

@@ -109,6 +109,9 @@ pub(crate) struct Inner {
     pub gpu: Option<Gpu>,
     /// Set by the first device fault; returned by every later call on every fork.
     pub fault: Arc<Mutex<Option<Error>>>,
+    /// The emulator's dynamic shared memory per block (`emu::MAX_SHARED_BYTES`, Hopper's, unless
+    /// [`Context::emulator_with_shared_limit`] chose a smaller device's); unused on the GPU.
+    pub emu_shared_limit: u32,
 }
 
 const _: () = {
@@ -139,12 +142,18 @@ impl Context {
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
                 constants: Mutex::new((Mem::Empty, Vec::new())),
+                emu_shared_limit: emu::MAX_SHARED_BYTES,
             }),
         })
     }
 
-    /// The CPU emulator, which is always available.
+    /// The CPU emulator, which is always available. It allows Hopper's 227 KB of dynamic shared
+    /// memory per block.
     pub fn emulator() -> Self {
+        Self::emulator_limited(emu::MAX_SHARED_BYTES)
+    }
+
+    fn emulator_limited(emu_shared_limit: u32) -> Self {
         Context {
             inner: Arc::new(Inner {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -152,8 +161,26 @@ impl Context {
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
                 constants: Mutex::new((Mem::Empty, Vec::new())),
+                emu_shared_limit,
             }),
         }
+    }
+
+    /// The CPU emulator with a smaller GPU's limit on dynamic shared memory per block (for
+    /// example 101,376 bytes on sm_86 and sm_89, 166,912 on A100): launchers that choose a
+    /// kernel by the device's limit, or refuse one past it, are tested on it without that GPU.
+    /// `bytes` must be at least 48 KB (every CUDA GPU's) and at most Hopper's 227 KB.
+    pub fn emulator_with_shared_limit(bytes: u32) -> Result<Self> {
+        if !(48 * 1024..=emu::MAX_SHARED_BYTES).contains(&bytes) {
+            return Err(Error::invalid(
+                "Context::emulator_with_shared_limit",
+                format!(
+                    "{bytes} bytes: pass a limit from 49152 (48 KB) to {} (Hopper's 227 KB)",
+                    emu::MAX_SHARED_BYTES
+                ),
+            ));
+        }
+        Ok(Self::emulator_limited(bytes))
     }
 
     /// A handle with its own stream on the same device context (see the type's docs). On the
@@ -171,6 +198,7 @@ impl Context {
                 fault: self.inner.fault.clone(),
                 scratch: Mutex::new((Mem::Empty, 0)),
                 constants: Mutex::new((Mem::Empty, Vec::new())),
+                emu_shared_limit: self.inner.emu_shared_limit,
             }),
         })
     }
@@ -229,7 +257,7 @@ impl Context {
     pub fn max_shared_bytes(&self) -> u32 {
         match self.gpu() {
             Some(g) => g.info.max_shared_optin,
-            None => emu::MAX_SHARED_BYTES,
+            None => self.inner.emu_shared_limit,
         }
     }
 

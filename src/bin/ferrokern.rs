@@ -1092,8 +1092,13 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
             Ok(v) => v,
             Err(e) => return bad_args(e),
         };
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let opts = bwd::BackwardOptions { deterministic: a.deterministic };
     let version = match a.kernel.as_deref() {
-        None => bwd::default_varlen_version(head_dim, true),
+        None => bwd::default_varlen_version(&ctx, head_dim, true, opts),
         Some(name) => match bwd::version(name) {
             Some(v) => Some(v),
             None => {
@@ -1104,10 +1109,6 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
                 ));
             }
         },
-    };
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
     };
     println!(
         "verify attention_backward varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
@@ -1178,8 +1179,13 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
         seq_k: a.seq_k.unwrap_or(seq_q),
         head_dim,
     };
+    let ctx = match ferrokern::context(a.backend) {
+        Ok(c) => c,
+        Err(e) => return bad_args(e),
+    };
+    let opts = bwd::BackwardOptions { deterministic: a.deterministic };
     let version = match a.kernel.as_deref() {
-        None => bwd::default_version(head_dim, true),
+        None => bwd::default_version(&ctx, head_dim, true, opts),
         Some(name) => match bwd::version(name) {
             Some(v) => Some(v),
             None => {
@@ -1194,10 +1200,6 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
     println!(
         "verify attention_backward batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
         shape.batch,
