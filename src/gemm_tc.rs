@@ -106,8 +106,9 @@ impl<O: Scalar> Default for Epilogue<'_, O> {
     }
 }
 
-/// The version [`gemm_tc`] runs on `ctx` for `g`: the top rung this device can run and the
-/// operands allow (TMA needs 16-byte aligned bases and row pitches).
+/// The version [`gemm_tc`] runs on `ctx` for `g`: the top rung this device can run (its PTX,
+/// its shared memory per block) and the operands allow (TMA needs 16-byte aligned bases and
+/// row pitches).
 pub fn default_version(ctx: &Context, g: &Gemm, a_addr: usize, b_addr: usize) -> &'static TcVersion {
     let tma_ok =
         a_addr.is_multiple_of(16) && b_addr.is_multiple_of(16) && g.lda.is_multiple_of(8) && g.ldb.is_multiple_of(8);
@@ -119,7 +120,8 @@ pub fn default_version(ctx: &Context, g: &Gemm, a_addr: usize, b_addr: usize) ->
                 (Some(need), Some(info)) => info.ptx_arch == need,
                 _ => true,
             };
-            arch_ok && (v.config.tma_boxes(false, false).is_none() || tma_ok)
+            let shared_ok = v.config.shared_bytes() <= ctx.max_shared_bytes();
+            arch_ok && shared_ok && (v.config.tma_boxes(false, false).is_none() || tma_ok)
         })
         .unwrap_or(&VERSIONS[0])
 }

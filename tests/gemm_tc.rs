@@ -189,6 +189,23 @@ fn launcher_refuses_what_it_cannot_run() {
     expect(gemm_tc::gemm_tc(&ctx, &short, a.as_view(), b.as_view(), c.as_view_mut()), "lda");
 }
 
+#[test]
+fn the_launcher_picks_a_version_whose_shared_memory_fits_the_device() {
+    // On the emulator every version runs, so the top rung is the default; on one with sm_86's
+    // 99 KB per block, the highest rung whose shared memory fits.
+    let g = Gemm::new(64, 64, 64);
+    let top = gemm_tc::default_version(&Context::emulator(), &g, 0, 0);
+    assert_eq!(top.name, VERSIONS.last().unwrap().name);
+    let small = Context::emulator_with_shared_limit(101_376).unwrap();
+    let v = gemm_tc::default_version(&small, &g, 0, 0);
+    let want = VERSIONS.iter().rev().find(|v| v.config.shared_bytes() <= 101_376).expect("some version fits 99 KB");
+    assert_eq!(v.name, want.name, "the highest version that fits");
+    assert!(top.config.shared_bytes() > 101_376, "the premise: the top rung needs more than 99 KB");
+    // It runs there and matches the reference.
+    let case = GemmCase { gemm: problem(45, 70, 93, 3, 1.0, 0.5), seed: 3, offset: 0 };
+    run::<bf16>(&small, v, case);
+}
+
 /// TMA-friendly shapes (leading dimensions multiples of 8) that every version runs,
 /// including the sm_90a one on the emulator: partial tiles in every dimension, and K long
 /// enough to wrap v02's 4-stage ring twice (k-steps of 64).
