@@ -205,14 +205,17 @@ pub fn attention<T: AttentionFloat>(
     lse: BufMut<'_, f32>,
 ) -> Result<()> {
     let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
-    // No version for misaligned views (head dim 256): the aligned one says what to fix.
+    // When none runs here (misaligned views at head dim 256, PTX or shared memory the device
+    // lacks), the highest version with the head dim refuses the call saying what to fix.
     let d = input.shape.head_dim;
-    let v = default_version(ctx, d, aligned).or_else(|| default_version(ctx, d, true)).ok_or_else(|| {
-        Error::invalid(
-            "attention",
-            format!("head_dim = {} is not supported by any version ({})", input.shape.head_dim, supported_dims()),
-        )
-    })?;
+    let v = default_version(ctx, d, aligned)
+        .or_else(|| VERSIONS.iter().rev().find(|v| v.kernel(d).is_some()))
+        .ok_or_else(|| {
+            Error::invalid(
+                "attention",
+                format!("head_dim = {} is not supported by any version ({})", input.shape.head_dim, supported_dims()),
+            )
+        })?;
     attention_with(ctx, v, input, o, lse)
 }
 
@@ -449,13 +452,15 @@ pub fn attention_varlen<T: AttentionFloat>(
 ) -> Result<()> {
     let aligned = [input.q.addr(), input.k.addr(), input.v.addr(), o.addr()].iter().all(|a| a.is_multiple_of(16));
     let d = input.head_dim;
-    let v =
-        default_varlen_version(ctx, d, aligned).or_else(|| default_varlen_version(ctx, d, true)).ok_or_else(|| {
+    let with_varlen = |v: &&AttentionVersion| v.kernel(d).is_some_and(|k| k.varlen.is_some());
+    let v = default_varlen_version(ctx, d, aligned).or_else(|| VERSIONS.iter().rev().find(with_varlen)).ok_or_else(
+        || {
             Error::invalid(
                 "attention_varlen",
                 format!("head_dim = {} is not supported by any version ({})", input.head_dim, varlen_dims()),
             )
-        })?;
+        },
+    )?;
     attention_varlen_with(ctx, v, input, o, lse)
 }
 
