@@ -154,3 +154,34 @@ fn scratch_is_poisoned_on_every_call() {
     assert!(words.iter().all(|&w| w == u32::MAX), "scratch kept an earlier call's values: {words:?}");
     assert!(f32::from_bits(words[0]).is_nan());
 }
+
+/// Named barriers (FlashAttention-3's ping-pong protocol between two warps): the correct
+/// hand-over runs; each broken one is reported, naming the barrier and what is missing.
+#[test]
+fn named_barrier_protocols_are_checked_and_the_correct_one_runs() {
+    assert_eq!(run(&st::OK_TURNS, false).unwrap(), input());
+
+    // No first turn: both warps wait for each other (the barrier really blocks).
+    let (e, msg) = fault(&st::BUG_TURNS_NO_FIRST_TURN, false);
+    assert!(matches!(e.kind, FaultKind::Deadlock { .. }), "{msg}");
+    assert!(msg.contains("named barrier 1: 32 of 64 threads arrived in phase 0"), "{msg}");
+
+    // One hand-over too many: its phase is still open when the block ends.
+    let (e, msg) = fault(&st::BUG_TURNS_EXTRA_ARRIVAL, false);
+    assert!(matches!(e.kind, FaultKind::BarrierDivergence { .. }), "{msg}");
+    assert!(
+        msg.contains("phase open") && msg.contains("named barrier 1: 32 of 64 threads arrived in phase 3"),
+        "{msg}"
+    );
+
+    // Half a warp hands the first turn over: the GPU would count 32 arrivals, the emulator
+    // counts 16 and says why the phase cannot complete.
+    let (e, msg) = fault(&st::BUG_TURNS_HALF_WARP, false);
+    assert!(matches!(e.kind, FaultKind::Deadlock { .. }), "{msg}");
+    assert!(msg.contains("48 of 64") && msg.contains("warp 1 with 16 of its 32 lanes"), "{msg}");
+
+    // Two thread counts for one phase.
+    let (e, msg) = fault(&st::BUG_TURNS_WRONG_COUNT, false);
+    assert!(matches!(e.kind, FaultKind::BarrierDivergence { .. }), "{msg}");
+    assert!(msg.contains("for 32 threads") && msg.contains("counts 64"), "{msg}");
+}

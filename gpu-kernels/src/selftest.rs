@@ -99,6 +99,50 @@ pub fn warp_race<const BROKEN: bool>(p: SelftestParams) {
     p.out.store(i, TILE.load(t ^ 1));
 }
 
+/// Named-barrier protocols: the correct one, then each way of breaking it.
+pub const TURNS_OK: u32 = 0;
+/// Nobody gives the first turn: both warps wait for each other.
+pub const TURNS_NO_FIRST_TURN: u32 = 1;
+/// Warp 1 hands a turn back after its last round: a phase is left open at the end.
+pub const TURNS_EXTRA_ARRIVAL: u32 = 2;
+/// Half of warp 1's lanes hand the first turn over.
+pub const TURNS_HALF_WARP: u32 = 3;
+/// Warp 1 names 32 threads where warp 0 waits for 64.
+pub const TURNS_WRONG_COUNT: u32 = 4;
+
+/// Turns taken by each warp in [`turns`].
+pub const TURN_ROUNDS: u32 = 3;
+
+/// out[i] = in[i], after the block's two warps take [`TURN_ROUNDS`] turns each in strict
+/// alternation (warp 0 first), as FlashAttention-3's ping-pong orders two warpgroups'
+/// matrix products: warp `w` waits at its own named barrier `1 + w` (64 threads: its own 32
+/// and the other warp's 32 arrivals) and then hands the turn over by arriving at the other's.
+/// Warp 1 gives warp 0 the first turn and does not hand back its last. `MODE` is
+/// [`TURNS_OK`] or one of the broken protocols.
+#[inline(always)]
+pub fn turns<const MODE: u32>(p: SelftestParams) {
+    use crate::device::thread::NamedBarrier;
+    let t = thread_idx_x();
+    let w = t / 32;
+    let bar = |k: u32| NamedBarrier::new(1, 64).offset(k);
+    let other = if MODE == TURNS_WRONG_COUNT && w == 1 { NamedBarrier::new(1, 32) } else { bar(0) };
+    if w == 1 && MODE != TURNS_NO_FIRST_TURN && (MODE != TURNS_HALF_WARP || lane_id() < 16) {
+        other.arrive();
+    }
+    let mut r = 0;
+    while r < TURN_ROUNDS {
+        bar(w).sync();
+        if w == 0 {
+            bar(1).arrive();
+        } else if r + 1 < TURN_ROUNDS || MODE == TURNS_EXTRA_ARRIVAL {
+            bar(0).arrive();
+        }
+        r += 1;
+    }
+    let i = index_1d();
+    p.out.store(i, p.input.load(i));
+}
+
 /// Writes far past the end of `out` (2^38 elements): on the GPU an illegal-address fault, the
 /// sticky kind that poisons the CUDA context; on the emulator an out-of-bounds error. Used by
 /// the device-fault test, which runs it in a process of its own.
@@ -160,4 +204,9 @@ crate::kernels! {
     BUG_WARP_RACE = bug_warp_race(SelftestParams) => warp_race::<true>;
     FAULT_WILD_WRITE = fault_wild_write(SelftestParams) => wild_write;
     OK_WARP_RACE = ok_warp_race(SelftestParams) => warp_race::<false>;
+    OK_TURNS = ok_turns(SelftestParams) => turns::<TURNS_OK>;
+    BUG_TURNS_NO_FIRST_TURN = bug_turns_no_first_turn(SelftestParams) => turns::<TURNS_NO_FIRST_TURN>;
+    BUG_TURNS_EXTRA_ARRIVAL = bug_turns_extra_arrival(SelftestParams) => turns::<TURNS_EXTRA_ARRIVAL>;
+    BUG_TURNS_HALF_WARP = bug_turns_half_warp(SelftestParams) => turns::<TURNS_HALF_WARP>;
+    BUG_TURNS_WRONG_COUNT = bug_turns_wrong_count(SelftestParams) => turns::<TURNS_WRONG_COUNT>;
 }

@@ -159,4 +159,57 @@ pub mod thread {
     pub fn sync_threads() {
         imp::sync_threads()
     }
+
+    /// A named barrier (`bar.sync id, threads` / `bar.arrive id, threads`): hardware barrier
+    /// `id` (1 to 15; 0 is [`sync_threads`]'s) shared by a subset of the block, `threads` of
+    /// them (a multiple of 32). A phase completes when `threads` threads have arrived, by
+    /// [`NamedBarrier::sync`] (which waits for the completion) or [`NamedBarrier::arrive`]
+    /// (which does not). Arrivals count whole warps: every lane of a warp must make the same
+    /// call, and every phase a kernel starts must complete before its block ends. The
+    /// emulator reports a call with another thread count than the phase in progress, a warp
+    /// arriving with some lanes only, a phase left incomplete at the block's end and threads
+    /// that wait for arrivals that never come.
+    ///
+    /// A named barrier orders execution (FlashAttention-3's ping-pong: one warpgroup's matrix
+    /// products issue while the other runs its softmax). The emulator's race detector does
+    /// not count it as ordering shared-memory accesses: data handed between threads through
+    /// shared memory needs [`sync_threads`] or an mbarrier there, or it is reported as a race.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct NamedBarrier {
+        id: u32,
+        threads: u32,
+    }
+
+    impl NamedBarrier {
+        /// Barrier `id` for `threads` threads; impossible values fail to compile in a const.
+        pub const fn new(id: u32, threads: u32) -> Self {
+            assert!(id >= 1 && id <= 15, "named barrier ids are 1 to 15 (0 is sync_threads')");
+            assert!(
+                threads >= 32 && threads <= 1024 && threads.is_multiple_of(32),
+                "a named barrier counts whole warps: 32 to 1024 threads, a multiple of 32"
+            );
+            NamedBarrier { id, threads }
+        }
+        /// This barrier's id.
+        pub const fn id(self) -> u32 {
+            self.id
+        }
+        /// Barrier `self.id + k` with the same thread count (one barrier per warpgroup).
+        #[inline(always)]
+        pub fn offset(self, k: u32) -> Self {
+            NamedBarrier { id: self.id + k, threads: self.threads }
+        }
+        /// Arrives and waits until the phase completes.
+        #[inline(always)]
+        #[track_caller]
+        pub fn sync(self) {
+            imp::named_barrier_sync(self.id, self.threads)
+        }
+        /// Arrives without waiting.
+        #[inline(always)]
+        #[track_caller]
+        pub fn arrive(self) {
+            imp::named_barrier_arrive(self.id, self.threads)
+        }
+    }
 }

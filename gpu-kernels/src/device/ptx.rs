@@ -67,6 +67,20 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+#[inline(always)]
+pub fn named_barrier_sync(id: u32, threads: u32) {
+    // SAFETY: bar.sync with a barrier id in 1..=15 and a warp multiple (NamedBarrier::new);
+    // the kernel's contract is that `threads` threads, whole warps, reach it.
+    unsafe { asm!("bar.sync {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack, preserves_flags)) }
+}
+#[inline(always)]
+pub fn named_barrier_arrive(id: u32, threads: u32) {
+    // SAFETY: as named_barrier_sync; arriving does not wait.
+    unsafe {
+        asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) threads, options(nostack, preserves_flags))
+    }
+}
+
 // Global memory: the GPU does no checking (see the device module docs).
 #[inline(always)]
 pub fn check_global<T>(_addr: usize, _len: usize, _i: usize, _n: usize, _write: bool) {}

@@ -51,6 +51,80 @@ pub fn sync_threads() {
     t.suspend();
 }
 
+/// Arrives at named barrier `id` for a phase of `threads` threads; returns the phase's number.
+fn named_barrier_arrival(id: u32, threads: u32, at: &'static Location<'static>) -> u32 {
+    let t = current();
+    let block = t.block();
+    let where_ = || format!("{}:{}", at.file(), at.line());
+    let divergence = |detail: String| fault(FaultKind::BarrierDivergence { detail });
+    if id == 0 || id as usize >= super::block::NAMED_BARRIERS {
+        divergence(format!("named barrier {id} at {} does not exist: ids are 1 to 15", where_()));
+    }
+    let block_threads = block.block_dim.count() as u32;
+    if threads == 0 || !threads.is_multiple_of(32) || threads > block_threads.next_multiple_of(32) {
+        divergence(format!(
+            "named barrier {id} at {} counts {threads} threads: a multiple of 32, at most the block's {block_threads}",
+            where_()
+        ));
+    }
+    let mut named = block.named.borrow_mut();
+    let bar = &mut named[id as usize];
+    if bar.threads == 0 {
+        bar.threads = threads;
+        bar.first = Some(at);
+    } else if bar.threads != threads {
+        divergence(format!(
+            "thread {} arrives at named barrier {id} at {} for {threads} threads while the phase in progress counts {} ({}): every arrival of a phase must name the same count",
+            super::d3(t.tid),
+            where_(),
+            bar.threads,
+            bar.describe(id, block_threads)
+        ));
+    }
+    bar.arrived += 1;
+    bar.per_warp[t.warp() as usize] += 1;
+    let phase = bar.completed;
+    if bar.arrived == bar.threads {
+        // Arrivals count whole warps on the GPU: a warp with some lanes missing would complete
+        // the phase there with fewer threads than the emulator counted.
+        let lanes = |w: usize| super::block::NamedBar::warp_lanes(w, block_threads);
+        if let Some((w, &k)) = bar.per_warp.iter().enumerate().find(|&(w, &k)| !k.is_multiple_of(lanes(w))) {
+            divergence(format!(
+                "warp {w} arrived at named barrier {id} with {k} of its {} lanes (phase {}, completed at {}): bar.sync and bar.arrive count whole warps, so every lane of a warp must make the call",
+                lanes(w),
+                phase,
+                where_()
+            ));
+        }
+        bar.completed += 1;
+        bar.threads = 0;
+        bar.arrived = 0;
+        bar.first = None;
+        bar.per_warp.iter_mut().for_each(|k| *k = 0);
+        block.progress.set(true);
+    }
+    phase
+}
+
+/// `bar.sync id, threads`: arrives and waits until the phase completes.
+#[track_caller]
+pub fn named_barrier_sync(id: u32, threads: u32) {
+    let at = Location::caller();
+    let phase = named_barrier_arrival(id, threads, at);
+    let t = current();
+    while t.block().named.borrow()[id as usize].completed <= phase {
+        t.state.set(State::Named { id, phase, at });
+        t.suspend();
+    }
+    t.state.set(State::Ready);
+}
+
+/// `bar.arrive id, threads`: arrives without waiting.
+#[track_caller]
+pub fn named_barrier_arrive(id: u32, threads: u32) {
+    named_barrier_arrival(id, threads, Location::caller());
+}
+
 #[track_caller]
 pub fn check_global<T>(addr: usize, len: usize, i: usize, n: usize, write: bool) {
     let size = size_of::<T>();

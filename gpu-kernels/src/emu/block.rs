@@ -23,6 +23,12 @@ pub(crate) enum State {
         bar: u32,
         at: Loc,
     },
+    /// Waiting at named barrier `id` until its phase `phase` completes.
+    Named {
+        id: u32,
+        phase: u32,
+        at: Loc,
+    },
     Done,
 }
 
@@ -132,8 +138,60 @@ pub(crate) struct BlockCtx {
     pub tc: super::mma::TcState,
     /// Hopper state: mbarriers, TMA tokens, wgmma bookkeeping.
     pub hopper: super::hopper::HopperState,
+    /// Named barriers 1 to 15 (index 0 unused: `sync_threads` is barrier 0).
+    pub named: RefCell<Vec<NamedBar>>,
     /// Set when a thread ran or an mbarrier changed in the current scheduling round.
     pub progress: Cell<bool>,
+}
+
+/// Hardware barriers per block: `bar.sync 0` is `sync_threads`, 1 to 15 are named.
+pub(crate) const NAMED_BARRIERS: usize = 16;
+
+/// One named barrier: the phase in progress and how many completed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NamedBar {
+    /// The thread count of the phase in progress (0: none in progress).
+    pub threads: u32,
+    pub arrived: u32,
+    /// Arrivals in the phase in progress, per warp (each must be whole warps).
+    pub per_warp: Vec<u32>,
+    /// Completed phases.
+    pub completed: u32,
+    /// Where the phase in progress got its first arrival.
+    pub first: Option<Loc>,
+}
+
+impl NamedBar {
+    /// One line on the phase in progress, for deadlock and end-of-block reports.
+    pub fn describe(&self, id: u32, block_threads: u32) -> String {
+        let first = self.first.map_or(String::new(), |l| format!(", the first at {}:{}", l.file(), l.line()));
+        let partial: Vec<String> = self
+            .per_warp
+            .iter()
+            .enumerate()
+            .filter_map(|(w, &k)| {
+                let lanes = Self::warp_lanes(w, block_threads);
+                (!k.is_multiple_of(lanes)).then(|| format!("warp {w} with {k} of its {lanes} lanes"))
+            })
+            .collect();
+        let partial = if partial.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} (bar.sync and bar.arrive count whole warps: every lane of a warp must make the call)",
+                partial.join(", ")
+            )
+        };
+        format!(
+            "named barrier {id}: {} of {} threads arrived in phase {}{first}{partial}",
+            self.arrived, self.threads, self.completed
+        )
+    }
+
+    /// Lanes of warp `w` in a block of `block_threads`.
+    pub fn warp_lanes(w: usize, block_threads: u32) -> u32 {
+        (block_threads as usize).saturating_sub(32 * w).min(32) as u32
+    }
 }
 
 impl BlockCtx {
@@ -200,6 +258,7 @@ impl BlockRunner {
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),
             hopper: super::hopper::HopperState::new(n, self.cfg.shared_bytes),
+            named: RefCell::new(vec![NamedBar { per_warp: vec![0; warps], ..NamedBar::default() }; NAMED_BARRIERS]),
             progress: Cell::new(false),
         };
         let threads: Vec<ThreadCtx> = (0..n as u32)
@@ -220,7 +279,7 @@ impl BlockRunner {
             for t in 0..n {
                 match threads[t].state.get() {
                     State::Ready => block.progress.set(true),
-                    State::Poll { .. } => {}
+                    State::Poll { .. } | State::Named { .. } => {}
                     _ => continue,
                 }
                 if coros[t].is_none() {
@@ -266,6 +325,20 @@ impl BlockRunner {
                 }
             }
             if all_done {
+                // Every phase a kernel starts must complete: an arrival nobody waits for (one
+                // `arrive` too many) leaves a phase open.
+                let named = block.named.borrow();
+                if let Some((id, bar)) = named.iter().enumerate().find(|(_, b)| b.threads != 0) {
+                    return Err(err(
+                        None,
+                        FaultKind::BarrierDivergence {
+                            detail: format!(
+                                "the block ended with a phase open at {}: every phase a kernel starts must complete",
+                                bar.describe(id as u32, n as u32)
+                            ),
+                        },
+                    ));
+                }
                 return Ok(());
             }
             if block.progress.get() {
@@ -284,6 +357,13 @@ impl BlockRunner {
                         at.file(),
                         at.line(),
                         block.hopper.describe(bar)
+                    )),
+                    State::Named { id, at, .. } => Some(format!(
+                        "thread {} at {}:{} waits on {}",
+                        d3(t.tid),
+                        at.file(),
+                        at.line(),
+                        block.named.borrow()[id as usize].describe(id, n as u32)
                     )),
                     _ => None,
                 })
@@ -478,7 +558,7 @@ impl BlockRunner {
                 },
                 State::Done => exited = exited.or(Some(i)),
                 State::Warp => in_warp_op = in_warp_op.or(Some(i)),
-                State::Ready | State::Poll { .. } => {
+                State::Ready | State::Poll { .. } | State::Named { .. } => {
                     unreachable!("the scheduler runs every ready thread and reports stuck pollers before this")
                 }
             }

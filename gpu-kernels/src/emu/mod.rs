@@ -7,6 +7,8 @@
 //!   reaches a barrier, a warp collective, or its end. Scheduling inside a block is
 //!   deterministic, so a race report is reproducible.
 //! - `sync_threads` releases when every live thread of the block waits at the same barrier.
+//!   Named barriers (`bar.sync` / `bar.arrive` with an id from 1 to 15 and a thread count)
+//!   complete a phase when that many threads have arrived; `sync` waits for the completion.
 //!   Warp collectives complete when every lane named in the mask has posted the same
 //!   collective with the same mask.
 //! - Shared memory is the launch's dynamic segment, fresh per block and filled with 0xFF
@@ -16,11 +18,15 @@
 //! out-of-bounds and misaligned global accesses, out-of-bounds shared accesses, shared-memory
 //! races (a write and another thread's access to the same bytes with no barrier, or for lanes
 //! of one warp no `sync_warp`, between them), reads of shared bytes nothing wrote, barrier
-//! divergence (threads at different barriers, or a thread exiting while others wait), warp
+//! divergence (threads at different barriers, or a thread exiting while others wait; for
+//! named barriers, arrivals that disagree on the thread count, a warp arriving with some of
+//! its lanes, a phase still open when the block ends, waiters no arrival will release), warp
 //! collective divergence, and panics in kernel code (e.g. arithmetic overflow in test builds).
 //!
 //! # Not modelled
-//! timing and performance; memory ordering beyond barriers and `sync_warp` (the emulator is
+//! timing and performance; named barriers as ordering for the race detector (shared data
+//! handed over through one is reported as a race: conservative); memory ordering beyond
+//! barriers and `sync_warp` (the emulator is
 //! sequentially consistent, so it can accept code that relies on ordering the GPU does not
 //! promise between global writes of different blocks); races on global memory; the
 //! accuracy of fast-math instructions (the host functions are more accurate); 32-bit
