@@ -259,6 +259,44 @@ pub fn wgmma_wait<const N: u32>() {
     imp::wgmma_wait::<N>()
 }
 
+/// Registers that a wgmma reads or writes asynchronously: an accumulator, a register A
+/// fragment, or four f32 about to become one ([`wgmma_fence_operands`]).
+pub trait WgmmaOperand {
+    /// See [`wgmma_fence_operands`].
+    fn fence_operands(&mut self);
+}
+
+/// Pins `regs` to this point of the program (CUTLASS's `warpgroup_fence_operand`): the
+/// compiler may move no computation that reads or writes them across it. A wgmma reads its
+/// register operands and writes its accumulators until a [`wgmma_wait`] covers its group,
+/// but the compiler sees only the issue: it may move the accumulators' next use above the
+/// wait, or compute a value into the registers of an A fragment still in flight. ptxas then
+/// serializes the wgmmas (advisory C7513). Fence a group's registers right after the wait
+/// that covers it, and the values an in-flight group must not see computed early (what
+/// becomes its registers next) there too. On the emulator it does nothing.
+#[inline(always)]
+pub fn wgmma_fence_operands<R: WgmmaOperand>(regs: &mut R) {
+    regs.fence_operands()
+}
+
+/// `WgmmaOperand` for `[$ty; N]` through the backend's `$f`.
+macro_rules! wgmma_operand {
+    ($ty:ty, $f:ident) => {
+        impl WgmmaOperand for $ty {
+            #[inline(always)]
+            fn fence_operands(&mut self) {
+                imp::$f(self)
+            }
+        }
+    };
+}
+
+wgmma_operand!([f32; 4], fence_f32x4);
+wgmma_operand!([u32; 4], fence_u32x4);
+wgmma_operand!([f32; 32], fence_f32x32);
+wgmma_operand!([f32; 64], fence_f32x64);
+wgmma_operand!([f32; 128], fence_f32x128);
+
 /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.{bf16,f16}`: `d = A * B + (scale_d ? d : 0)`
 /// with A at `a`, K-major (`TRANS_A = 0`) or M-major (`1`), and B at `b`, K-major
 /// (`TRANS_B = 0`) or N-major (`1`).
@@ -305,7 +343,7 @@ pub fn wgmma_m64n64k16<T: MmaInput, const TRANS_A: u32, const TRANS_B: u32>(
 /// A warpgroup's f32 accumulator fragment for one `wgmma.mma_async.m64nNk16` shape: `N / 2`
 /// registers per thread, `self.as_ref()[4 i + j]` at row `16 warp + g + 8 (j / 2)`, column
 /// `8 i + 2 t + j % 2` (module docs). Kernels generic over the tile width take it as a type.
-pub trait WgmmaAccumulator: AsRef<[f32]> + AsMut<[f32]> + Copy {
+pub trait WgmmaAccumulator: AsRef<[f32]> + AsMut<[f32]> + Copy + WgmmaOperand {
     /// N: the columns of B and D.
     const N: u32;
     const ZERO: Self;

@@ -464,6 +464,27 @@ pub fn cp_async_wait_group<const N: u32>() {
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
 }
 
+/// `pub fn $name(r: &mut [$ty; $n])`: an empty asm statement (a PTX comment naming the
+/// registers) that reads and writes every register of `r` (indices `$i`). Not `pure`, so the
+/// compiler keeps it in order with the other asm statements (a `wgmma.wait_group`), and with
+/// it every computation that reads or writes `r`: see `device::hopper::wgmma_fence_operands`.
+macro_rules! fence_fn {
+    ($name:ident, $ty:ty, $n:literal; $($i:tt)*) => {
+        #[inline(always)]
+        pub fn $name(r: &mut [$ty; $n]) {
+            // SAFETY: the statement is a comment: no instruction, no memory access; it only
+            // tells the compiler the registers are read and written here.
+            unsafe { asm!(concat!("// fence operands", $(" {", stringify!($i), "}",)*), $(inout(reg32) r[$i],)* options(nostack, preserves_flags)) }
+        }
+    };
+}
+
+fence_fn!(fence_f32x4, f32, 4; 0 1 2 3);
+fence_fn!(fence_u32x4, u32, 4; 0 1 2 3);
+fence_fn!(fence_f32x32, f32, 32; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+fence_fn!(fence_f32x64, f32, 64; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63);
+fence_fn!(fence_f32x128, f32, 128; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127);
+
 // Hopper (sm_90a) instructions. The other archs' builds get bodies that trap: the host
 // launches the kernels that use them only where the sm_90a PTX is loaded.
 #[cfg(ferrokern_sm90a)]

@@ -251,8 +251,9 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
 }
 
 pub use super::hopper::{
-    fence_mbarrier_init, fence_proxy_async, fence_tensormap_acquire, mbar_arrive, mbar_init, mbar_wait, setmaxnreg_dec,
-    setmaxnreg_inc, smem_addr, tma_load_2d, tma_load_3d, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16,
-    wgmma_m64n256k16, wgmma_rs_m64n64k16, wgmma_rs_m64n128k16, wgmma_rs_m64n256k16, wgmma_wait,
+    fence_f32x4, fence_f32x32, fence_f32x64, fence_f32x128, fence_mbarrier_init, fence_proxy_async,
+    fence_tensormap_acquire, fence_u32x4, mbar_arrive, mbar_init, mbar_wait, setmaxnreg_dec, setmaxnreg_inc, smem_addr,
+    tma_load_2d, tma_load_3d, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16,
+    wgmma_rs_m64n64k16, wgmma_rs_m64n128k16, wgmma_rs_m64n256k16, wgmma_wait,
 };
 pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, cvt_pack_f32x2, ldmatrix, mma_m16n8k16};

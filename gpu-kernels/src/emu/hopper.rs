@@ -428,6 +428,14 @@ pub fn setmaxnreg_dec(regs: u32) {
 
 pub fn wgmma_fence() {}
 
+/// The operand fences (`device::hopper::wgmma_fence_operands`) only constrain the compiler's
+/// code motion on the GPU; the emulator's wgmmas complete at issue.
+pub fn fence_f32x4(_: &mut [f32; 4]) {}
+pub fn fence_u32x4(_: &mut [u32; 4]) {}
+pub fn fence_f32x32(_: &mut [f32; 32]) {}
+pub fn fence_f32x64(_: &mut [f32; 64]) {}
+pub fn fence_f32x128(_: &mut [f32; 128]) {}
+
 pub fn wgmma_commit() {
     let t = current();
     let mut threads = t.block().hopper.threads.borrow_mut();
