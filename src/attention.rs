@@ -4,7 +4,7 @@
 //! reference with FlashAttention's rule (see [`check`]).
 //!
 //! Versions: [`VERSIONS`] (the ladder). [`attention`] runs the highest version that supports
-//! the shape and the device (head dims 64 and 128 with 16-byte aligned views: `v03_wgmma`
+//! the shape and the device (head dims 64 and 128 with 16-byte aligned views: `v04_pingpong`
 //! where the sm_90a PTX is loaded, else `v02_mma`; `v01_simt` otherwise; head dim 256:
 //! `v03_wgmma` only); [`attention_with`]
 //! runs a named one. [`attention_varlen`] runs a packed variable-length batch
@@ -53,7 +53,7 @@ pub fn version(name: &str) -> Option<&'static AttentionVersion> {
 
 /// The version [`attention`] runs on `ctx` for `head_dim` when the views are (`aligned16`) or
 /// are not all 16-byte aligned: the highest rung that supports both and that the device can
-/// run (v03 needs the sm_90a PTX; the emulator runs every version), or `None` when none does.
+/// run (v03 and v04 need the sm_90a PTX; the emulator runs every version), or `None` when none does.
 /// The order is the ladder's, not yet a measured one (no GPU run so far).
 pub fn default_version(ctx: &Context, head_dim: usize, aligned16: bool) -> Option<&'static AttentionVersion> {
     highest(ctx, |k| k.head_dims.contains(&(head_dim as u32)) && (aligned16 || !k.align16))

@@ -249,14 +249,14 @@ fn verify_attention_runs_the_shapes_version_or_a_named_one() {
     let args = ["attention", "--heads", "2", "--kv-heads", "1", "--seq-q", "70", "--seq-k", "33", "--causal"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
     let r = verify(&with(&["--head-dim", "64", "--dtype", "f16"]));
-    // The emulator runs every version, so the top one (v03) is the shape's default there.
-    assert!(r.code == 0 && r.stdout.contains("version=v03_wgmma"), "head dim 64 runs v03: {r}");
+    // The emulator runs every version, so the top one (v04) is the shape's default there.
+    assert!(r.code == 0 && r.stdout.contains("version=v04_pingpong"), "head dim 64 runs v04: {r}");
     let r = verify(&with(&["--head-dim", "32", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("version=v01_simt"), "head dim 32 runs v01: {r}");
     let r = verify(&with(&["--head-dim", "256", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("version=v03_wgmma"), "head dim 256 runs v03: {r}");
     assert!(r.last_line().starts_with("PASS"), "head dim 256: {r}");
-    for v in ["v01_simt", "v02_mma", "v03_wgmma"] {
+    for v in ["v01_simt", "v02_mma", "v03_wgmma", "v04_pingpong"] {
         let r = verify(&with(&["--head-dim", "128", "--dtype", "bf16", "--kernel", v]));
         assert!(r.code == 0 && r.stdout.contains(&format!("version={v}")), "--kernel {v}: {r}");
         assert!(r.last_line().starts_with("PASS"), "--kernel {v}: {r}");

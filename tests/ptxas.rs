@@ -139,6 +139,9 @@ fn hopper_sass_has_hgmma_and_tma() {
     let _ = std::fs::remove_file(cubin);
     // (kernel, HGMMA it must have at least, whether it runs setmaxnreg)
     let mut kernels: Vec<(&str, u32, bool)> = Vec::new();
+    // Kernels with the ping-pong's named barriers: BAR for `sync_threads`, the first
+    // hand-over, and each turn's wait and hand-over (more where ptxas duplicates a path).
+    let mut pingpong: Vec<&str> = Vec::new();
     for v in ferrokern::gpu_kernels::gemm_tc::VERSIONS.iter().filter(|v| v.config.required_arch() == Some("sm_90a")) {
         kernels.extend([v.bf16.name, v.f16.name].map(|k| (k, 4, v.config.uses_setmaxnreg())));
     }
@@ -150,6 +153,9 @@ fn hopper_sass_has_hgmma_and_tma() {
             let keys = kernel.tma.as_ref().map(|t| t.kv_box[1]).expect("an sm_90a attention kernel loads by TMA");
             let hgmma = kernel.head_dims[0] / 16 + keys / 16;
             kernels.extend(kernel.defs().map(|k| (k, hgmma, true)));
+            if v.name == "v04_pingpong" {
+                pingpong.extend(kernel.defs());
+            }
         }
     }
     assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
@@ -163,16 +169,20 @@ fn hopper_sass_has_hgmma_and_tma() {
         let quoted = format!("'{k}'");
         let advisories: Vec<_> = warnings.iter().filter(|w| w.contains(&quoted)).collect();
         assert!(advisories.is_empty(), "{arch} {k}: ptxas advisories: {advisories:?}");
+        if pingpong.contains(&k) {
+            assert!(get("BAR") >= 4, "{arch} {k}: {} BAR, want the ping-pong's named barriers in {m:?}", get("BAR"));
+        }
         let setmaxnreg = get("USETMAXREG");
         let want = if uses_setmaxnreg { 2 } else { 0 };
         assert_eq!(setmaxnreg, want, "{arch} {k}: {setmaxnreg} USETMAXREG (want {want}) in {m:?}");
         let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
         println!(
-            "{arch} {k}: {} registers at entry, {} HGMMA, {} UTMALDG, {} SYNCS, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
+            "{arch} {k}: {} registers at entry, {} HGMMA, {} UTMALDG, {} SYNCS, {} BAR, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
             r.registers,
             get("HGMMA"),
             get("UTMALDG"),
-            get("SYNCS")
+            get("SYNCS"),
+            get("BAR")
         );
     }
 }

@@ -9,7 +9,7 @@
 //! Kernels touch the hardware only through [`device`], the small device API that stands in for
 //! Rust-CUDA's `cuda_std` (whose codegen cannot be built here; see the README).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, stmt_expr_attributes))]
 
 pub mod attention;
 pub mod device;

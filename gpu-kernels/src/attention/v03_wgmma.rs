@@ -15,8 +15,8 @@
 //! the two consumer warpgroups of a block (and the warp schedulers interleaving them): while
 //! one runs its softmax the other's wgmmas can issue. FlashAttention-3's explicit ping-pong
 //! (named barriers ordering the two warpgroups' GEMMs) and its intra-warpgroup pipelining
-//! (S of the next tile issued before the softmax of this one, 64 more registers) are not
-//! built; the bench decides whether they are worth it. Prediction, to be measured: above
+//! (the softmax of one tile under the `P V` of the last) are [`super::v04_pingpong`]; the
+//! bench decides whether they are worth it. Prediction, to be measured: above
 //! v02 at every shape with d = 128 and long sequences, by less than the 1.5x the tensor
 //! cores alone would allow, because the softmax is not hidden.
 //!
@@ -174,8 +174,12 @@ impl WgmmaFlashTiling {
     pub const fn v_clean(self) -> u32 {
         self.empty(self.stages)
     }
+    /// v04 only: stage `s`'s V is free (its `P V` completed); `empty` then frees its K alone.
+    pub const fn v_empty(self, s: u32) -> u32 {
+        self.v_clean() + 8 + 8 * s
+    }
     pub const fn shared_bytes(self) -> u32 {
-        self.v_clean() + 8
+        self.v_empty(self.stages)
     }
     /// The TMA boxes, contiguous dimension first: Q `64 x BM`, K and V `64 x BN` (one plane).
     pub const fn q_box(self) -> [u32; 3] {
@@ -276,9 +280,11 @@ pub const BUG_TAIL_NOT_ZEROED: u32 = 2;
 /// The kernel body for head dim `H`; `BUG` is [`NO_BUG`] or a deliberate bug the tests must
 /// reject. `VARLEN`: a packed variable-length batch (see the module docs). `NS`: the n8 tiles
 /// of one S row block, `BN / 8` (a parameter because stable Rust cannot size an array by
-/// `H::TILING.bn`).
+/// `H::TILING.bn`). `PINGPONG`: v04's main loop (see [`super::v04_pingpong`]) instead of v03's.
 #[inline(always)]
-pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS: usize>(p: AttentionParams<T>) {
+pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS: usize, const PINGPONG: bool>(
+    p: AttentionParams<T>,
+) {
     let cfg = const { H::TILING };
     const { assert!(<H::Acc as WgmmaAccumulator>::N == H::TILING.d, "O's wgmma N is the head dim") };
     const { assert!(<H::S as WgmmaAccumulator>::N == H::TILING.bn, "S's wgmma N is the key tile") };
@@ -308,6 +314,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     let k_full = |s: u32| Mbarrier::at(cfg.k_full(s));
     let v_full = |s: u32| Mbarrier::at(cfg.v_full(s));
     let empty = |s: u32| Mbarrier::at(cfg.empty(s));
+    let v_empty = |s: u32| Mbarrier::at(cfg.v_empty(s));
     let v_clean = Mbarrier::at(cfg.v_clean());
     if tid == 0 {
         q_full.init(1);
@@ -316,6 +323,9 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
             k_full(s).init(1);
             v_full(s).init(1);
             empty(s).init(4 * CONSUMERS);
+            if PINGPONG {
+                v_empty(s).init(4 * CONSUMERS);
+            }
             s += 1;
         }
         v_clean.init(4 * CONSUMERS);
@@ -358,6 +368,10 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
                 while pn < cfg.panels() {
                     tma_load_3d(cfg.k_offset(s, pn), k_map, 64 * pn as i32, row, kv_plane, k_full(s));
                     pn += 1;
+                }
+                if PINGPONG {
+                    // v04 frees a stage's K a turn before its V.
+                    v_empty(s).wait((round & 1) ^ 1);
                 }
                 v_full(s).arrive_expect_tx(cfg.kv_bytes());
                 pn = 0;
@@ -402,9 +416,98 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
 
     let mut st = RowState { m: [f32::NEG_INFINITY; 2], l: [0.0; 2] };
     let mut o = H::Acc::ZERO;
+    // Varlen: zeroes the V rows of the block's last tile (stage `s`, keys from `start`) that
+    // lie past the sequence, once, before any `P V` reads them (see the module docs).
+    let clean_tail = |s: u32, round: u32, start: usize| {
+        if VARLEN && start + bn as usize > seq_k {
+            // The tile runs past the sequence's keys into the next sequence's rows (the map
+            // zero-fills only past the packed total). Their scores are masked, but `p = 0`
+            // times another sequence's NaN would still be NaN: zero those V rows first. Only
+            // the block's last tile can end past `seq_k`, so this is block-uniform and once.
+            v_full(s).wait(round & 1);
+            if BUG != BUG_TAIL_NOT_ZEROED {
+                zero_v_rows::<H>(s, seq_k - start, tid);
+            }
+            fence_proxy_async();
+            sync_warp(FULL_MASK);
+            if lane == 0 {
+                v_clean.arrive();
+            }
+            v_clean.wait(0);
+        }
+    };
+    // S = Q K^T over stage `s`'s keys: D / 16 k-steps over the head dims (issued, not waited).
+    let issue_s = always_inline!(|sacc: &mut H::S, s: u32| {
+        unroll16!(kk < (H::TILING.d / 16) as usize => {
+            let kk = kk as u32;
+            sacc.mma::<T, 0, 0>(q_desc(kk), k_desc(s, kk), kk > 0);
+        });
+    });
+    // The online softmax of one S tile (keys from `start`): P in place of S, the running
+    // max and sum updated; returns the factor O's rows must be rescaled by.
+    let softmax = always_inline!(|sacc: &H::S, st: &mut RowState, start: usize| -> ([[f32; 4]; NS], [f32; 2]) {
+        let sacc = sacc.as_ref();
+        let mut sf = [[0.0f32; 4]; NS];
+        unroll16!(i < NS => {
+            sf[i] = [sacc[4 * i], sacc[4 * i + 1], sacc[4 * i + 2], sacc[4 * i + 3]];
+            if flip {
+                sf[i] = [-sf[i][0], -sf[i][1], -sf[i][2], -sf[i][3]];
+            }
+        });
+        let corr = if start + (bn as usize) > warp_min {
+            let lim = [row_lim[0] - start as i32, row_lim[1] - start as i32];
+            softmax_tile::<true, NS>(&mut sf, st, c, lim, t)
+        } else {
+            softmax_tile::<false, NS>(&mut sf, st, c, [0, 0], t)
+        };
+        (sf, corr)
+    });
+    // P's accumulator n8 tiles 2 kk and 2 kk + 1 are the A fragment of the `P V` k-step over
+    // keys 16 kk .. (the array has `NS` entries because stable Rust cannot size it by
+    // `NS / 2`; the second half is never touched and takes no registers).
+    let pack = always_inline!(|sf: &[[f32; 4]; NS]| -> [[u32; 4]; NS] {
+        let mut pa = [[0u32; 4]; NS];
+        unroll16!(kk < NS / 2 => {
+            pa[kk] = mma::a_from_c::<T>(sf[2 * kk], sf[2 * kk + 1]);
+            if BUG == BUG_SWAPPED_P {
+                pa[kk].swap(1, 2);
+            }
+        });
+        pa
+    });
+    // O += P V over stage `s`'s values (issued, not waited).
+    let issue_pv = always_inline!(|o: &mut H::Acc, pa: &[[u32; 4]; NS], s: u32| {
+        unroll16!(kk < NS / 2 => {
+            o.mma_rs::<T, 1>(pa[kk], v_desc(s, kk as u32), true);
+        });
+    });
     q_full.wait(0);
+    if PINGPONG {
+        super::v04_pingpong::main_loop::<H, NS>(
+            wg,
+            tiles,
+            wg_max,
+            lane,
+            &mut o,
+            &mut st,
+            |s, round, start| {
+                k_full(s).wait(round & 1);
+                clean_tail(s, round, start)
+            },
+            |s, round| v_full(s).wait(round & 1),
+            |s| empty(s).arrive(),
+            |s| v_empty(s).arrive(),
+            issue_s,
+            softmax,
+            pack,
+            issue_pv,
+        );
+    }
+    // v03's loop, written out rather than through the closures above: at head dim 256 the
+    // varlen consumers sit at their register cap, and ptxas 12.9 spilled 16 bytes there when
+    // the same steps went through them.
     let mut j = 0;
-    while j < tiles {
+    while !PINGPONG && j < tiles {
         let (s, round) = (j % cfg.stages, j / cfg.stages);
         let start = (j * bn) as usize;
         // Every consumer waits for the tile, even one whose rows all skip it: its arrival on
