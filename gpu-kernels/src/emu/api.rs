@@ -82,6 +82,9 @@ fn named_barrier_arrival(id: u32, threads: u32, at: &'static Location<'static>) 
         ));
     }
     bar.arrived += 1;
+    if bar.per_warp.is_empty() {
+        bar.per_warp = vec![0; block_threads.div_ceil(32) as usize];
+    }
     bar.per_warp[t.warp() as usize] += 1;
     let phase = bar.completed;
     if bar.arrived == bar.threads {

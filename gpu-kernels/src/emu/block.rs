@@ -139,7 +139,7 @@ pub(crate) struct BlockCtx {
     /// Hopper state: mbarriers, TMA tokens, wgmma bookkeeping.
     pub hopper: super::hopper::HopperState,
     /// Named barriers 1 to 15 (index 0 unused: `sync_threads` is barrier 0).
-    pub named: RefCell<Vec<NamedBar>>,
+    pub named: RefCell<[NamedBar; NAMED_BARRIERS]>,
     /// Set when a thread ran or an mbarrier changed in the current scheduling round.
     pub progress: Cell<bool>,
 }
@@ -153,7 +153,8 @@ pub(crate) struct NamedBar {
     /// The thread count of the phase in progress (0: none in progress).
     pub threads: u32,
     pub arrived: u32,
-    /// Arrivals in the phase in progress, per warp (each must be whole warps).
+    /// Arrivals in the phase in progress, per warp (each must be whole warps); allocated at
+    /// the barrier's first arrival, so blocks that use no named barrier allocate nothing.
     pub per_warp: Vec<u32>,
     /// Completed phases.
     pub completed: u32,
@@ -258,7 +259,7 @@ impl BlockRunner {
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),
             hopper: super::hopper::HopperState::new(n, self.cfg.shared_bytes),
-            named: RefCell::new(vec![NamedBar { per_warp: vec![0; warps], ..NamedBar::default() }; NAMED_BARRIERS]),
+            named: RefCell::new(Default::default()),
             progress: Cell::new(false),
         };
         let threads: Vec<ThreadCtx> = (0..n as u32)
