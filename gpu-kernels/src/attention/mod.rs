@@ -449,8 +449,8 @@ pub const VERSIONS: &[AttentionVersion] = &[
                 v03_wgmma::TILING_D128,
                 &ATTENTION_V04_D128_BF16,
                 &ATTENTION_V04_D128_F16,
-                // Not built: ptxas 12.9 spilled 16 bytes in its consumers at 232 registers
-                // (20 at 240, the producer's 32 then too few); varlen head dim 128 stays on v03.
+                // Not built: ptxas 12.9 spilled 16 bytes at the 40 / 232 register split and 20
+                // at 32 / 240 (the producer too); varlen head dim 128 stays on v03.
                 None,
             ),
         ],
