@@ -418,7 +418,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     let mut o = H::Acc::ZERO;
     // Varlen: zeroes the V rows of the block's last tile (stage `s`, keys from `start`) that
     // lie past the sequence, once, before any `P V` reads them (see the module docs).
-    let clean_tail = |s: u32, round: u32, start: usize| {
+    let clean_tail = always_inline!(|s: u32, round: u32, start: usize| {
         if VARLEN && start + bn as usize > seq_k {
             // The tile runs past the sequence's keys into the next sequence's rows (the map
             // zero-fills only past the packed total). Their scores are masked, but `p = 0`
@@ -435,7 +435,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
             }
             v_clean.wait(0);
         }
-    };
+    });
     // S = Q K^T over stage `s`'s keys: D / 16 k-steps over the head dims (issued, not waited).
     let issue_s = always_inline!(|sacc: &mut H::S, s: u32| {
         unroll16!(kk < (H::TILING.d / 16) as usize => {
@@ -503,9 +503,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
             issue_pv,
         );
     }
-    // v03's loop, written out rather than through the closures above: at head dim 256 the
-    // varlen consumers sit at their register cap, and ptxas 12.9 spilled 16 bytes there when
-    // the same steps went through them.
+    // v03's loop: one wgmma group at a time, each waited for before the next step.
     let mut j = 0;
     while !PINGPONG && j < tiles {
         let (s, round) = (j % cfg.stages, j / cfg.stages);
@@ -514,73 +512,20 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
         // `empty[s]` below must not count toward a phase of a round the other consumer has
         // not finished (waiting here keeps it within the round the producer has filled).
         k_full(s).wait(round & 1);
-        if VARLEN && start + bn as usize > seq_k {
-            // The tile runs past the sequence's keys into the next sequence's rows (the map
-            // zero-fills only past the packed total). Their scores are masked, but `p = 0`
-            // times another sequence's NaN would still be NaN: zero those V rows first. Only
-            // the block's last tile can end past `seq_k`, so this is block-uniform and once.
-            v_full(s).wait(round & 1);
-            if BUG != BUG_TAIL_NOT_ZEROED {
-                zero_v_rows::<H>(s, seq_k - start, tid);
-            }
-            fence_proxy_async();
-            sync_warp(FULL_MASK);
-            if lane == 0 {
-                v_clean.arrive();
-            }
-            v_clean.wait(0);
-        }
+        clean_tail(s, round, start);
         if start < wg_max {
-            // S = Q K^T: D / 16 k-steps over the head dims.
             let mut sacc = H::S::ZERO;
             wgmma_fence();
-            unroll16!(kk < (H::TILING.d / 16) as usize => {
-                let kk = kk as u32;
-                sacc.mma::<T, 0, 0>(q_desc(kk), k_desc(s, kk), kk > 0);
-            });
+            issue_s(&mut sacc, s);
             wgmma_commit();
             wgmma_wait::<0>();
-            let sacc = sacc.as_ref();
-            let mut sf = [[0.0f32; 4]; NS];
-            unroll16!(i < NS => {
-                sf[i] = [sacc[4 * i], sacc[4 * i + 1], sacc[4 * i + 2], sacc[4 * i + 3]];
-                if flip {
-                    sf[i] = [-sf[i][0], -sf[i][1], -sf[i][2], -sf[i][3]];
-                }
-            });
-            let corr = if start + (bn as usize) > warp_min {
-                let lim = [row_lim[0] - start as i32, row_lim[1] - start as i32];
-                softmax_tile::<true, NS>(&mut sf, &mut st, c, lim, t)
-            } else {
-                softmax_tile::<false, NS>(&mut sf, &mut st, c, [0, 0], t)
-            };
-            let acc = o.as_mut();
-            unroll16!(hi < 2 => {
-                unroll16!(i < 16 => {
-                    unroll16!(e < 4 => {
-                        let at = 4 * (16 * hi + i) + e;
-                        if at < acc.len() {
-                            acc[at] *= corr[e / 2];
-                        }
-                    });
-                });
-            });
-            // O += P V: P's accumulator n8 tiles 2 kk and 2 kk + 1 are the A fragment of the
-            // k-step over keys 16 kk ..; all `NS / 2` stay in registers until the group
-            // completes. (The array has `NS` entries because stable Rust cannot size it by
-            // `NS / 2`; the second half is never touched and takes no registers.)
-            let mut pa = [[0u32; 4]; NS];
-            unroll16!(kk < NS / 2 => {
-                pa[kk] = mma::a_from_c::<T>(sf[2 * kk], sf[2 * kk + 1]);
-                if BUG == BUG_SWAPPED_P {
-                    pa[kk].swap(1, 2);
-                }
-            });
+            let (sf, corr) = softmax(&sacc, &mut st, start);
+            rescale::<H>(&mut o, corr);
+            // All `NS / 2` A fragments stay in registers until the `P V` group completes.
+            let pa = pack(&sf);
             v_full(s).wait(round & 1);
             wgmma_fence();
-            unroll16!(kk < NS / 2 => {
-                o.mma_rs::<T, 1>(pa[kk], v_desc(s, kk as u32), true);
-            });
+            issue_pv(&mut o, &pa, s);
             wgmma_commit();
             wgmma_wait::<0>();
         }
@@ -625,6 +570,23 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
                 p.lse.store(q_row0 + qi, lse);
             }
         }
+    });
+}
+
+/// Multiplies O's rows `g` and `g + 8` by `corr[0]` and `corr[1]` (the online softmax's
+/// rescale when a row's running max grows).
+#[inline(always)]
+pub(super) fn rescale<H: HeadDim>(o: &mut H::Acc, corr: [f32; 2]) {
+    let acc = o.as_mut();
+    unroll16!(hi < 2 => {
+        unroll16!(i < 16 => {
+            unroll16!(e < 4 => {
+                let at = 4 * (16 * hi + i) + e;
+                if at < acc.len() {
+                    acc[at] *= corr[e / 2];
+                }
+            });
+        });
     });
 }
 

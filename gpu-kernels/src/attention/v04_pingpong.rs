@@ -49,7 +49,7 @@
 //! `v_empty` (V) barriers; the producer waits on both before refilling a stage.
 
 use super::v02_mma::RowState;
-use super::v03_wgmma::{CONSUMERS, HeadDim};
+use super::v03_wgmma::{CONSUMERS, HeadDim, rescale};
 use crate::device::hopper::{WgmmaAccumulator, wgmma_commit, wgmma_fence, wgmma_fence_operands, wgmma_wait};
 use crate::device::thread::NamedBarrier;
 
@@ -187,21 +187,4 @@ pub(super) fn main_loop<H: HeadDim, const NS: usize>(
         one_turn!(j, false, false);
         j += 1;
     }
-}
-
-/// Multiplies O's rows `g` and `g + 8` by `corr[0]` and `corr[1]` (the online softmax's
-/// rescale when a row's running max grows).
-#[inline(always)]
-fn rescale<H: HeadDim>(o: &mut H::Acc, corr: [f32; 2]) {
-    let acc = o.as_mut();
-    unroll16!(hi < 2 => {
-        unroll16!(i < 16 => {
-            unroll16!(e < 4 => {
-                let at = 4 * (16 * hi + i) + e;
-                if at < acc.len() {
-                    acc[at] *= corr[e / 2];
-                }
-            });
-        });
-    });
 }
