@@ -405,13 +405,19 @@ pub struct SoftmaxBackwardParams<T> {
 
 /// Backward of softmax (`dx = y (dy - sum(dy y))`) and of log_softmax
 /// (`dx = dy - e^y sum(dy)`), from the forward's output: one row reduction, then the
-/// elementwise formula. Two passes over `y` and `dy` (the second mostly from L2).
+/// elementwise formula. Rows that fit the group's registers are read once
+/// ([`backward_cached`]); longer rows take two passes over `y` and `dy` (the second mostly
+/// from L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxBackwardParams<T>) {
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
     let nchunks = rows::chunks(cols, VEC);
+    if nchunks <= G as usize * const { cache_chunks(VEC) } {
+        backward_cached::<T, VEC, G, LOG>(&p, row, stride, lane as usize);
+        return;
+    }
     while row < p.rows as usize {
         let base = row * cols;
         let mut s = 0.0f32;
@@ -442,6 +448,50 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: 
             store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
             c += G as usize;
         }
+        row += stride;
+    }
+}
+
+/// [`backward`] for rows of at most `G * CACHE_VALUES` columns: each thread keeps its chunks
+/// of `y` and `dy` in registers between the reduction and the formula.
+#[inline(always)]
+fn backward_cached<T: Element, const VEC: usize, const G: u32, const LOG: bool>(
+    p: &SoftmaxBackwardParams<T>,
+    mut row: usize,
+    stride: usize,
+    lane: usize,
+) {
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(cols, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    while row < p.rows as usize {
+        let base = row * cols;
+        let mut y = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+        let mut dy = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+        let mut s = 0.0f32;
+        crate::for_each_cached_chunk!(j < cache_n => {
+            let c = lane + j * G as usize;
+            if c < nchunks {
+                dy[j] = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
+                y[j] = load_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, 0.0);
+                for k in 0..VEC {
+                    s = if LOG { s + dy[j][k] } else { math::fma(dy[j][k], y[j][k], s) };
+                }
+            }
+        });
+        let s = group_reduce::<Sum, G>(Sum(s)).0;
+        crate::for_each_cached_chunk!(j < cache_n => {
+            let c = lane + j * G as usize;
+            if c < nchunks {
+                let mut dx = [0.0f32; VEC];
+                for k in 0..VEC {
+                    let (y, dy) = (y[j][k], dy[j][k]);
+                    dx[k] = if LOG { dy - math::exp_approx(y) * s } else { y * (dy - s) };
+                }
+                store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
+            }
+        });
         row += stride;
     }
 }
