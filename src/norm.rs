@@ -7,10 +7,12 @@
 //! several blocks per row, per-segment partial results in the context's scratch, and a second
 //! launch that combines them in a fixed order. Kernels: `gpu-kernels/src/norm.rs`.
 
-use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, shared_limit, slot, split_config, vectorized};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::{Global, GlobalMut};
-use gpu_kernels::norm::{COLUMN_SUM, COLUMN_SUM_THREADS, ColumnSumParams, NormBackwardParams, NormParams};
+use gpu_kernels::norm::{
+    COLUMN_SUM, COLUMN_SUM_THREADS, ColumnSumParams, NormBackwardParams, NormParams, backward_sums_bytes,
+};
 use gpu_kernels::rows::{SPLIT_SEGMENT, TARGET_SMS};
 
 /// A forward norm's inputs. `beta` is layernorm's shift (`None` for rmsnorm).
@@ -255,6 +257,11 @@ fn backward<T: Float>(
     let width = shape.cols * if layer { 2 } else { 1 };
     let k = T::row_kernels();
     let def = if layer { k.layernorm_backward[slot(strategy, op)?] } else { k.rmsnorm_backward[slot(strategy, op)?] };
+    // Rows past the block's registers: its parameter sums stay in shared memory while they fit
+    // (otherwise they are updated in the partial row, in L2, once per row).
+    let sums_bytes = backward_sums_bytes(shape.cols, layer);
+    let shared =
+        strategy == RowStrategy::Block && shape.cols > strategy.capacity() && sums_bytes <= shared_limit(ctx) as usize;
     // The per-group partial gradients live in the context's scratch: no allocation and no
     // wait per call (the stream orders the reuse).
     ctx.with_scratch(groups * width, |scratch| {
@@ -270,11 +277,15 @@ fn backward<T: Float>(
             rstd: rstd.global(),
             dx: dx.global_mut(),
             partial,
+            shared: shared as u32,
             segment: SPLIT_SEGMENT,
             stats: GlobalMut::empty(),
         };
         let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
         cfg.grid = Dim3::x(blocks as u32);
+        if shared {
+            cfg.shared_bytes = sums_bytes as u32;
+        }
         ctx.launch(def, cfg, params)?;
         column_sum(ctx, partial.as_global(), 0, groups, shape.cols, width, dgamma)?;
         if let Some(b) = dbeta {
@@ -327,6 +338,7 @@ fn split_backward<T: Float>(
             rstd: rstd.global(),
             dx: dx.global_mut(),
             partial,
+            shared: 0,
             segment: SPLIT_SEGMENT,
             stats,
         };

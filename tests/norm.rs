@@ -6,7 +6,7 @@
 
 mod common;
 
-use ferrokern::norm::{NormGrad, NormInput, layernorm, layernorm_backward};
+use ferrokern::norm::{MAX_BACKWARD_GROUPS, NormGrad, NormInput, layernorm, layernorm_backward};
 use ferrokern::rows::{RowStrategy, Rows};
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
@@ -87,6 +87,28 @@ fn norms_every_boundary_both_strategies() {
         }
     }
     println!("norms: {n} boundary cases passed");
+}
+
+/// More rows than the backward's row groups ([`MAX_BACKWARD_GROUPS`]), so groups walk two or
+/// three rows and carry their parameter sums from one row to the next (in registers, or in
+/// shared memory past the registers); the property tests' 1-19 rows give each group one.
+#[test]
+fn backward_row_groups_walk_several_rows() {
+    for ctx in common::backends("backward_row_groups_walk_several_rows") {
+        for op in [RowOp::LayerNormBackward, RowOp::RmsNormBackward] {
+            for (strategy, dtype, rows, cols) in [
+                (RowStrategy::Warp, DType::BF16, 2 * MAX_BACKWARD_GROUPS + 3, 37),
+                (RowStrategy::Block, DType::F32, MAX_BACKWARD_GROUPS + 5, 601),
+                // Past the block's registers: the sums in shared memory; group 0 takes 2 rows.
+                (RowStrategy::Block, DType::BF16, MAX_BACKWARD_GROUPS + 1, 8200),
+            ] {
+                let shape = Rows::new(rows, cols);
+                let case =
+                    RowCase { op, dtype, shape, seed: 7, offset: 0, values: Values::Finite, strategy: Some(strategy) };
+                run(&ctx, case);
+            }
+        }
+    }
 }
 
 #[test]

@@ -11,7 +11,8 @@
 //! parameter gradients `dgamma = sum over rows of dy * xhat`, `dbeta = sum of dy`. Each row
 //! group adds its rows' contributions to its own row of a `partial` buffer (no atomics, so
 //! the result is bitwise deterministic); [`column_sum`] then adds the partial rows in a fixed
-//! order.
+//! order. Rows that fit the group's registers keep those contributions in registers across
+//! rows, and the group stores its partial row once ([`backward_cached`]).
 //!
 //! # Thread mapping
 //! The row engine's ([`crate::rows`]); [`column_sum`] runs one thread per column. The forward
@@ -37,10 +38,10 @@
 
 use crate::device::reduce::Sum;
 use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, thread_idx_x};
-use crate::device::{Element, Global, GlobalMut, math};
+use crate::device::{Element, Global, GlobalMut, Shared, math};
 use crate::rows::{
-    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
-    store_chunk, visit_shared,
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared, group_reduce,
+    load_chunk, store_chunk, visit_shared,
 };
 
 #[repr(C)]
@@ -81,10 +82,20 @@ pub struct NormBackwardParams<T> {
     pub dx: GlobalMut<T>,
     /// Per row group: `cols` partial dgamma, then (layernorm) `cols` partial dbeta.
     pub partial: GlobalMut<f32>,
+    /// Block kernels only: nonzero when the launch has room for the block's parameter sums in
+    /// shared memory ([`backward_sums_bytes`]), used for rows that do not fit in registers.
+    pub shared: u32,
     /// Split strategy only: elements per segment, and 2 words per (row, segment) of
     /// partial sums in scratch.
     pub segment: u32,
     pub stats: GlobalMut<f32>,
+}
+
+/// Dynamic shared memory of a block backward launch that keeps its parameter sums (`cols`
+/// f32 of `dy xhat`, then for layernorm `cols` of `dy`) in shared memory, after the
+/// block-reduction scratch.
+pub const fn backward_sums_bytes(cols: usize, layer: bool) -> usize {
+    SHARED_ROW_OFFSET as usize + cols * if layer { 2 } else { 1 } * 4
 }
 
 #[repr(C)]
@@ -209,8 +220,11 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
 }
 
 /// The body of every backward norm kernel; `LAYER` selects layernorm (else rmsnorm).
-/// Streams the row twice (the two means, then dx and the parameter partials); a row group's
-/// partial row stays hot in L2 across its rows.
+/// Rows that fit the group's registers take [`backward_cached`]; longer rows stream twice
+/// (the two means, then dx and the parameter sums). A thread owns the same columns in every
+/// row, so it adds its columns' `dy xhat` and `dy` to sums only it touches: in shared memory
+/// when the launch has room ([`backward_sums_bytes`]; block kernels), copied to the group's
+/// partial row at the end, else in the partial row itself, updated once per row (in L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormBackwardParams<T>) {
     let (mut row, stride, lane) = assign::<G>();
@@ -222,7 +236,27 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
     // This group's row of the partial buffer.
     let group = block_idx_x() as usize * (block_dim_x() / G) as usize + thread_idx_x() as usize / G as usize;
     let pbase = group * cols * if LAYER { 2 } else { 1 };
-    let mut first = true;
+    if nchunks <= G as usize * const { cache_chunks(VEC) } {
+        backward_cached::<T, VEC, G, LAYER>(&p, row, stride, lane, pbase);
+        return;
+    }
+    let width = cols * if LAYER { 2 } else { 1 };
+    let in_shared = G != crate::device::WARP_SIZE && p.shared != 0;
+    let sums = Shared::<f32>::at(SHARED_ROW_OFFSET, if in_shared { width as u32 } else { 0 });
+    let partial = PartialRow { partial: p.partial, pbase };
+    // Each thread owns its chunks' columns in every row, so it zeroes, adds to and (from
+    // shared memory) copies out its own sums: no barrier. One branch per chunk, not per
+    // element: each arm's loop stays small enough for LLVM to unroll, so the chunk arrays
+    // stay in registers (with a branch per element the 16-bit kernels had a stack frame).
+    let mut c = lane;
+    while c < nchunks {
+        if in_shared {
+            zero_chunk::<_, VEC, LAYER>(&sums, cols, c);
+        } else {
+            zero_chunk::<_, VEC, LAYER>(&partial, cols, c);
+        }
+        c += G as usize;
+    }
     while row < p.rows as usize {
         let base = row * cols;
         let mean = if LAYER { p.mean.load(row) } else { 0.0 };
@@ -249,35 +283,237 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
             let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
             let gm = load_chunk::<T, VEC>(&p.gamma, 0, cols, c, vectorized, 0.0);
             let mut dx = [0.0f32; VEC];
+            let mut xhat = [0.0f32; VEC];
             for k in 0..VEC {
-                let xhat = (x[k] - mean) * rstd;
-                dx[k] = rstd * (dy[k] * gm[k] - mean_g - xhat * mean_gx);
-                let col = c * VEC + k;
-                if col < cols {
-                    // The group owns this partial row: plain read-modify-write, in row order.
-                    let dg = if first { 0.0 } else { p.partial.load(pbase + col) };
-                    p.partial.store(pbase + col, math::fma(dy[k], xhat, dg));
-                    if LAYER {
-                        let db = if first { 0.0 } else { p.partial.load(pbase + cols + col) };
-                        p.partial.store(pbase + cols + col, db + dy[k]);
-                    }
-                }
+                xhat[k] = (x[k] - mean) * rstd;
+                dx[k] = rstd * (dy[k] * gm[k] - mean_g - xhat[k] * mean_gx);
+            }
+            if in_shared {
+                add_chunk::<_, VEC, LAYER>(&sums, cols, c, &dy, &xhat);
+            } else {
+                add_chunk::<_, VEC, LAYER>(&partial, cols, c, &dy, &xhat);
             }
             store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
             c += G as usize;
         }
-        first = false;
         row += stride;
     }
-    if first {
-        // A group with no rows still owns a partial row, which column_sum adds: zero it.
-        let width = cols * if LAYER { 2 } else { 1 };
-        let mut i = lane;
-        while i < width {
-            p.partial.store(pbase + i, 0.0);
-            i += G as usize;
+    if in_shared {
+        let mut c = lane;
+        while c < nchunks {
+            copy_chunk::<VEC, LAYER>(&sums, &partial, cols, c);
+            c += G as usize;
         }
     }
+}
+
+/// Where a group keeps its parameter sums while it walks its rows (sum `i`: `dy xhat` of
+/// column `i`, or for `i >= cols` layernorm's `dy` of column `i - cols`).
+trait Sums {
+    fn load(&self, i: usize) -> f32;
+    fn store(&self, i: usize, v: f32);
+}
+
+/// The sums in shared memory (block kernels whose launch has room for them).
+impl Sums for Shared<f32> {
+    #[inline(always)]
+    fn load(&self, i: usize) -> f32 {
+        Shared::load(self, i as u32)
+    }
+    #[inline(always)]
+    fn store(&self, i: usize, v: f32) {
+        Shared::store(self, i as u32, v)
+    }
+}
+
+/// The sums in the group's row of the partial buffer, from element `pbase`.
+struct PartialRow {
+    partial: GlobalMut<f32>,
+    pbase: usize,
+}
+
+impl Sums for PartialRow {
+    #[inline(always)]
+    fn load(&self, i: usize) -> f32 {
+        self.partial.load(self.pbase + i)
+    }
+    #[inline(always)]
+    fn store(&self, i: usize, v: f32) {
+        self.partial.store(self.pbase + i, v)
+    }
+}
+
+/// Sets this thread's sums of chunk `c` to zero.
+#[inline(always)]
+fn zero_chunk<S: Sums, const VEC: usize, const LAYER: bool>(sums: &S, cols: usize, c: usize) {
+    for k in 0..VEC {
+        let col = c * VEC + k;
+        if col < cols {
+            sums.store(col, 0.0);
+            if LAYER {
+                sums.store(cols + col, 0.0);
+            }
+        }
+    }
+}
+
+/// Adds chunk `c`'s `dy xhat` (and layernorm's `dy`) to this thread's sums.
+#[inline(always)]
+fn add_chunk<S: Sums, const VEC: usize, const LAYER: bool>(
+    sums: &S,
+    cols: usize,
+    c: usize,
+    dy: &[f32; VEC],
+    xhat: &[f32; VEC],
+) {
+    for k in 0..VEC {
+        let col = c * VEC + k;
+        if col < cols {
+            sums.store(col, math::fma(dy[k], xhat[k], sums.load(col)));
+            if LAYER {
+                sums.store(cols + col, sums.load(cols + col) + dy[k]);
+            }
+        }
+    }
+}
+
+/// Copies this thread's sums of chunk `c` from shared memory to the group's partial row.
+#[inline(always)]
+fn copy_chunk<const VEC: usize, const LAYER: bool>(from: &Shared<f32>, to: &PartialRow, cols: usize, c: usize) {
+    for k in 0..VEC {
+        let col = c * VEC + k;
+        if col < cols {
+            to.store(col, Sums::load(from, col));
+            if LAYER {
+                to.store(cols + col, Sums::load(from, cols + col));
+            }
+        }
+    }
+}
+
+/// [`backward`] for rows of at most `G * CACHE_VALUES` columns: a thread owns the same
+/// chunks (`lane + j * G`) of every row, so it keeps its columns' `dy xhat` and `dy` sums
+/// in registers across rows, and the group stores its partial row once, at the end (zeros
+/// when it had no rows, as [`column_sum`] adds every group's row). The row itself is read
+/// twice, as in the streaming path (the thread reads its own chunks again right after the
+/// two means, from L1): keeping `x` and `dy` in registers too took the layernorm block
+/// kernels to 138 registers (ptxas 12.9, sm_90a), past the 128 a 512-thread block has.
+#[inline(always)]
+fn backward_cached<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(
+    p: &NormBackwardParams<T>,
+    mut row: usize,
+    stride: usize,
+    lane: usize,
+    pbase: usize,
+) {
+    let cols = p.cols as usize;
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(cols, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    let inv_cols = 1.0 / p.cols as f32;
+    let mut dg = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+    let mut db = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+    while row < p.rows as usize {
+        let base = row * cols;
+        let mean = if LAYER { p.mean.load(row) } else { 0.0 };
+        let rstd = p.rstd.load(row);
+        let (mut sg, mut sgx) = (0.0f32, 0.0f32);
+        crate::for_each_cached_chunk!(j < cache_n => {
+            let c = lane + j * G as usize;
+            if c < nchunks {
+                let x = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
+                let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
+                let gm = load_chunk::<T, VEC>(&p.gamma, 0, cols, c, vectorized, 0.0);
+                for k in 0..VEC {
+                    let g = dy[k] * gm[k];
+                    sg += g;
+                    sgx = math::fma(g, (x[k] - mean) * rstd, sgx);
+                }
+            }
+        });
+        let mean_g = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 * inv_cols } else { 0.0 };
+        let mean_gx = group_reduce::<Sum, G>(Sum(sgx)).0 * inv_cols;
+        let grad = RowGrad { mean, rstd, mean_g, mean_gx };
+        dx_cached_chunks::<T, VEC, G, LAYER>(p, base, 0, cols, lane, grad, &mut dg, &mut db);
+        row += stride;
+    }
+    store_cached_sums::<VEC, G, LAYER>(p.partial, pbase, cols, cols, lane, &dg, &db);
+}
+
+/// A row's statistics for its `dx`: the forward's `mean` (0 for rmsnorm) and `rstd`, and the
+/// means of `g = dy gamma` and of `g xhat` over the whole row.
+#[derive(Clone, Copy)]
+struct RowGrad {
+    mean: f32,
+    rstd: f32,
+    mean_g: f32,
+    mean_gx: f32,
+}
+
+/// Writes `dx` for this thread's cached chunks (`lane + j * G`) of the `len` elements at `base`
+/// (a row, or a split segment whose `gamma` starts at element `gstart`), and adds their
+/// `dy xhat` and (layernorm) `dy` to the thread's sums `dg`, `db`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn dx_cached_chunks<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(
+    p: &NormBackwardParams<T>,
+    base: usize,
+    gstart: usize,
+    len: usize,
+    lane: usize,
+    r: RowGrad,
+    dg: &mut [[f32; VEC]; MAX_CACHE_CHUNKS],
+    db: &mut [[f32; VEC]; MAX_CACHE_CHUNKS],
+) {
+    let vectorized = p.vectorized != 0;
+    let nchunks = rows::chunks(len, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    crate::for_each_cached_chunk!(j < cache_n => {
+        let c = lane + j * G as usize;
+        if c < nchunks {
+            let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+            let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
+            let gm = load_chunk::<T, VEC>(&p.gamma, gstart, len, c, vectorized, 0.0);
+            let mut dx = [0.0f32; VEC];
+            for k in 0..VEC {
+                let xhat = (x[k] - r.mean) * r.rstd;
+                dx[k] = r.rstd * (dy[k] * gm[k] - r.mean_g - xhat * r.mean_gx);
+                dg[j][k] = math::fma(dy[k], xhat, dg[j][k]);
+                if LAYER {
+                    db[j][k] += dy[k];
+                }
+            }
+            store_chunk::<T, VEC>(&p.dx, base, len, c, vectorized, dx);
+        }
+    });
+}
+
+/// Stores this thread's sums of its cached chunks (`len` columns) into the group's partial
+/// row: `dg` from `pbase`, (layernorm) `db` from `pbase + cols`.
+#[inline(always)]
+fn store_cached_sums<const VEC: usize, const G: u32, const LAYER: bool>(
+    partial: GlobalMut<f32>,
+    pbase: usize,
+    cols: usize,
+    len: usize,
+    lane: usize,
+    dg: &[[f32; VEC]; MAX_CACHE_CHUNKS],
+    db: &[[f32; VEC]; MAX_CACHE_CHUNKS],
+) {
+    let nchunks = rows::chunks(len, VEC);
+    let cache_n = const { cache_chunks(VEC) };
+    crate::for_each_cached_chunk!(j < cache_n => {
+        let c = lane + j * G as usize;
+        for k in 0..VEC {
+            let col = c * VEC + k;
+            if c < nchunks && col < len {
+                partial.store(pbase + col, dg[j][k]);
+                if LAYER {
+                    partial.store(pbase + cols + col, db[j][k]);
+                }
+            }
+        }
+    });
 }
 
 /// Split forward, first launch: block `(segment, row)` writes its segment's `(mean, M2)`
@@ -424,9 +660,6 @@ pub fn split_backward_apply<T: Element, const VEC: usize, const LAYER: bool>(p: 
     let start = seg * segment;
     let len = segment.min(cols - start);
     let lane = thread_idx_x() as usize;
-    let vectorized = p.vectorized != 0;
-    let nchunks = rows::chunks(len, VEC);
-    let cache_n = const { cache_chunks(VEC) };
     let inv_cols = 1.0 / p.cols as f32;
     let mut dg = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
     let mut db = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
@@ -440,41 +673,12 @@ pub fn split_backward_apply<T: Element, const VEC: usize, const LAYER: bool>(p: 
         let (mean_g, mean_gx) = (sg * inv_cols, sgx * inv_cols);
         let mean = if LAYER { p.mean.load(row) } else { 0.0 };
         let rstd = p.rstd.load(row);
-        let base = row * cols + start;
-        crate::for_each_cached_chunk!(j < cache_n => {
-            let c = lane + j * G as usize;
-            if c < nchunks {
-                let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
-                let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
-                let gm = load_chunk::<T, VEC>(&p.gamma, start, len, c, vectorized, 0.0);
-                let mut dx = [0.0f32; VEC];
-                for k in 0..VEC {
-                    let xhat = (x[k] - mean) * rstd;
-                    dx[k] = rstd * (dy[k] * gm[k] - mean_g - xhat * mean_gx);
-                    dg[j][k] = math::fma(dy[k], xhat, dg[j][k]);
-                    if LAYER {
-                        db[j][k] += dy[k];
-                    }
-                }
-                store_chunk::<T, VEC>(&p.dx, base, len, c, vectorized, dx);
-            }
-        });
+        let grad = RowGrad { mean, rstd, mean_g, mean_gx };
+        dx_cached_chunks::<T, VEC, G, LAYER>(&p, row * cols + start, start, len, lane, grad, &mut dg, &mut db);
         row += groups;
     }
     let width = cols * if LAYER { 2 } else { 1 };
-    let pbase = group * width + start;
-    crate::for_each_cached_chunk!(j < cache_n => {
-        let c = lane + j * G as usize;
-        for k in 0..VEC {
-            let col = c * VEC + k;
-            if c < nchunks && col < len {
-                p.partial.store(pbase + col, dg[j][k]);
-                if LAYER {
-                    p.partial.store(pbase + cols + col, db[j][k]);
-                }
-            }
-        }
-    });
+    store_cached_sums::<VEC, G, LAYER>(p.partial, group * width + start, cols, len, lane, &dg, &db);
 }
 
 /// `out[c] = sum over g < groups of partial[start + g * stride + c]`, in order of `g`: the second
