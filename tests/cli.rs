@@ -59,6 +59,7 @@ fn assert_refused(args: &[&str], needles: &[&str]) {
         !r.stdout.contains("PASS") && !r.stdout.contains("FAIL"),
         "{args:?}: a refused command must not run anything: {r}"
     );
+    assert!(!r.stdout.contains("version=none"), "{args:?}: no header names a version that does not exist: {r}");
     for n in needles {
         assert!(r.stderr.contains(n), "{args:?}: stderr should mention `{n}`: {r}");
     }

@@ -875,16 +875,11 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
         Ok(c) => c,
         Err(e) => return bad_args(e),
     };
-    let version = match a.kernel.as_deref() {
+    let version = match kernel_version("tensor-core gemm", a.kernel.as_deref(), gemm_tc::VERSIONS, |v| v.name, || None)
+    {
         // The inputs start `offset` elements into 256-byte aligned buffers.
-        None => gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset),
-        Some(name) => match gemm_tc::version(name) {
-            Some(v) => v,
-            None => {
-                let names: Vec<&str> = gemm_tc::VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!("unknown tensor-core gemm version `{name}`: use one of {}", names.join(", ")));
-            }
-        },
+        Ok(v) => v.unwrap_or_else(|| gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset)),
+        Err(e) => return bad_args(e),
     };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
@@ -955,13 +950,24 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     // The check's buffers are fresh allocations: 16-byte aligned.
-    let version = match attention_version(a.kernel.as_deref(), || att::default_version(&ctx, head_dim, true)) {
+    let version = match kernel_version(
+        "attention",
+        a.kernel.as_deref(),
+        att::VERSIONS,
+        |v| v.name,
+        || att::default_version(&ctx, head_dim, true),
+    ) {
         Ok(v) => v,
         Err(e) => return bad_args(e),
     };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
+    let case = AttentionCase { dtype, shape, causal: a.causal, seed };
+    let Some(version) = version else {
+        // No version runs the call: the launcher's refusal, with no header naming none.
+        return report_exit(check_with(&ctx, &case, None));
+    };
     println!(
         "verify attention batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} dtype={} backend={} version={} seed={seed}",
         shape.batch,
@@ -973,24 +979,25 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         a.causal,
         dtype.name(),
         ctx.backend(),
-        version.map_or("none", |v| v.name)
+        version.name
     );
-    report_exit(check_with(&ctx, &AttentionCase { dtype, shape, causal: a.causal, seed }, version))
+    report_exit(check_with(&ctx, &case, Some(version)))
 }
 
-/// The forward version `--kernel NAME` names, or `default()` without it.
-fn attention_version(
+/// The version `--kernel NAME` names among `versions` (`what`: the op, for the refusal), or
+/// `default()` without the flag.
+fn kernel_version<V>(
+    what: &str,
     kernel: Option<&str>,
-    default: impl FnOnce() -> Option<&'static ferrokern::attention::AttentionVersion>,
-) -> Result<Option<&'static ferrokern::attention::AttentionVersion>, String> {
-    use ferrokern::attention as att;
-    match kernel {
-        None => Ok(default()),
-        Some(name) => att::version(name).map(Some).ok_or_else(|| {
-            let names: Vec<&str> = att::VERSIONS.iter().map(|v| v.name).collect();
-            format!("unknown attention version `{name}`: use one of {}", names.join(", "))
-        }),
-    }
+    versions: &'static [V],
+    name: impl Fn(&V) -> &'static str,
+    default: impl FnOnce() -> Option<&'static V>,
+) -> Result<Option<&'static V>, String> {
+    let Some(wanted) = kernel else { return Ok(default()) };
+    versions.iter().find(|v| name(v) == wanted).map(Some).ok_or_else(|| {
+        let names: Vec<&str> = versions.iter().map(&name).collect();
+        format!("unknown {what} version `{wanted}`: use one of {}", names.join(", "))
+    })
 }
 
 /// `verify attention --varlen 7:9,113,1:40`: a variable-length batch (one `Q:K` or `L` per
@@ -1007,19 +1014,28 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return bad_args(e),
     };
-    let version = match attention_version(a.kernel.as_deref(), || default_varlen_version(&ctx, head_dim, true)) {
+    let version = match kernel_version(
+        "attention",
+        a.kernel.as_deref(),
+        ferrokern::attention::VERSIONS,
+        |v| v.name,
+        || default_varlen_version(&ctx, head_dim, true),
+    ) {
         Ok(v) => v,
         Err(e) => return bad_args(e),
+    };
+    let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed };
+    let Some(version) = version else {
+        return report_exit(check_varlen_with(&ctx, &case, None));
     };
     println!(
         "verify attention varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} dtype={} backend={} version={} seed={seed}",
         a.causal,
         dtype.name(),
         ctx.backend(),
-        version.map_or("none", |v| v.name)
+        version.name
     );
-    let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed };
-    report_exit(check_varlen_with(&ctx, &case, version))
+    report_exit(check_varlen_with(&ctx, &case, Some(version)))
 }
 
 /// The flags `verify attention --varlen` and `verify attention_backward --varlen` share.
@@ -1097,27 +1113,16 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     let opts = bwd::BackwardOptions { deterministic: a.deterministic };
-    let version = match a.kernel.as_deref() {
-        None => bwd::default_varlen_version(&ctx, head_dim, true, opts),
-        Some(name) => match bwd::version(name) {
-            Some(v) => Some(v),
-            None => {
-                let names: Vec<&str> = bwd::BACKWARD_VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!(
-                    "unknown attention_backward version `{name}`: use one of {}",
-                    names.join(", ")
-                ));
-            }
-        },
+    let version = match kernel_version(
+        "attention_backward",
+        a.kernel.as_deref(),
+        bwd::BACKWARD_VERSIONS,
+        |v| v.name,
+        || bwd::default_varlen_version(&ctx, head_dim, true, opts),
+    ) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
-    println!(
-        "verify attention_backward varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
-        a.causal,
-        a.deterministic,
-        dtype.name(),
-        ctx.backend(),
-        version.map_or("none", |v| v.name)
-    );
     let case = VarlenBackwardCase {
         dtype,
         heads,
@@ -1128,7 +1133,18 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
         deterministic: a.deterministic,
         seed,
     };
-    report_exit(check_varlen_backward(&ctx, &case, version))
+    let Some(version) = version else {
+        return report_exit(check_varlen_backward(&ctx, &case, None));
+    };
+    println!(
+        "verify attention_backward varlen={shown} heads={heads} kv_heads={kv_heads} head_dim={head_dim} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
+        a.causal,
+        a.deterministic,
+        dtype.name(),
+        ctx.backend(),
+        version.name
+    );
+    report_exit(check_varlen_backward(&ctx, &case, Some(version)))
 }
 
 /// `verify attention_backward`: the forward (the version `attention` picks) then the backward,
@@ -1184,22 +1200,23 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
         Err(e) => return bad_args(e),
     };
     let opts = bwd::BackwardOptions { deterministic: a.deterministic };
-    let version = match a.kernel.as_deref() {
-        None => bwd::default_version(&ctx, head_dim, true, opts),
-        Some(name) => match bwd::version(name) {
-            Some(v) => Some(v),
-            None => {
-                let names: Vec<&str> = bwd::BACKWARD_VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!(
-                    "unknown attention_backward version `{name}`: use one of {}",
-                    names.join(", ")
-                ));
-            }
-        },
+    let version = match kernel_version(
+        "attention_backward",
+        a.kernel.as_deref(),
+        bwd::BACKWARD_VERSIONS,
+        |v| v.name,
+        || bwd::default_version(&ctx, head_dim, true, opts),
+    ) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
+    let case = AttentionBackwardCase { dtype, shape, causal: a.causal, deterministic: a.deterministic, seed };
+    let Some(version) = version else {
+        return report_exit(check_backward(&ctx, &case, None));
+    };
     println!(
         "verify attention_backward batch={} heads={} kv_heads={} seq_q={} seq_k={} head_dim={} causal={} deterministic={} dtype={} backend={} version={} seed={seed}",
         shape.batch,
@@ -1212,10 +1229,9 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
         a.deterministic,
         dtype.name(),
         ctx.backend(),
-        version.map_or("none", |v| v.name)
+        version.name
     );
-    let case = AttentionBackwardCase { dtype, shape, causal: a.causal, deterministic: a.deterministic, seed };
-    report_exit(check_backward(&ctx, &case, version))
+    report_exit(check_backward(&ctx, &case, Some(version)))
 }
 
 /// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
@@ -1241,15 +1257,9 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
             stray.join(", ")
         ));
     }
-    let version = match a.kernel.as_deref() {
-        None => None,
-        Some(name) => match paged::version(name) {
-            Some(v) => Some(v),
-            None => {
-                let names: Vec<&str> = paged::VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!("unknown paged_decode version `{name}`: use one of {}", names.join(", ")));
-            }
-        },
+    let version = match kernel_version("paged_decode", a.kernel.as_deref(), paged::VERSIONS, |v| v.name, || None) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
     let dtype = match a.dtype.as_str() {
         "bf16" => DType::BF16,
