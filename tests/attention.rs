@@ -402,9 +402,9 @@ fn the_varlen_launcher_picks_the_highest_version_with_varlen_kernels() {
         assert_eq!(default_varlen_version(&ctx, d, false).map(|v| v.name), misaligned, "head dim {d}, misaligned");
     }
     assert_eq!(default_varlen_version(&ctx, 256, true).map(|v| v.name), Some("v03_wgmma"), "head dim 256");
-    // v04 has variable-length kernels at head dim 64 only (at 128 ptxas spilled): v03 runs 128.
+    // v04 has variable-length kernels at head dims 64 and 128; v03 runs 256.
     assert_eq!(default_varlen_version(&ctx, 64, true).map(|v| v.name), Some("v04_pingpong"), "head dim 64");
-    assert_eq!(default_varlen_version(&ctx, 128, true).map(|v| v.name), Some("v03_wgmma"), "head dim 128");
+    assert_eq!(default_varlen_version(&ctx, 128, true).map(|v| v.name), Some("v04_pingpong"), "head dim 128");
     // A misaligned Q (one element into its buffer) runs v01 through `attention_varlen`, and
     // gives what the top version gives on the aligned one, within bf16 rounding; the top
     // version named explicitly refuses the misaligned view with a typed error.

@@ -15,7 +15,7 @@
 //! | [`v01_simt`] | online softmax on the CUDA cores (f32 math on bf16/f16 inputs), a warp per query, K/V tiles staged in shared memory; head dims 32, 64, 96, 128 |
 //! | [`v02_mma`] | FlashAttention-2 on `mma.sync` m16n8k16: 16 query rows per warp, Q fragments in registers, K/V by cp.async double-buffered, online softmax on the accumulator fragments, P re-packed in registers, V by ldmatrix `.trans`; head dims 64 and 128 |
 //! | [`v03_wgmma`] | sm_90a: TMA (rank-3 maps: no tile reads across heads) into a 2-stage mbarrier ring, a producer warpgroup and two consumer warpgroups of 64 query rows, `S = Q K^T` by wgmma from shared memory, `O += P V` by wgmma with P from registers, `setmaxnreg`; head dims 64, 128 and 256, dense and variable-length batches |
-//! | [`v04_pingpong`] | v03 with FlashAttention-3's ping-pong: the two consumer warpgroups take turns at the tensor cores (two named barriers), each issuing `S_j` and `P_{j-1} V_{j-1}` together and running the softmax of `S_j` while that `P V` runs; head dims 64 and 128, variable-length batches at 64 |
+//! | [`v04_pingpong`] | v03 with FlashAttention-3's ping-pong: the two consumer warpgroups take turns at the tensor cores (two named barriers), each issuing `S_j` and `P_{j-1} V_{j-1}` together and running the softmax of `S_j` while that `P V` runs; head dims 64 and 128, dense and variable-length |
 //!
 //! The backward ([`BACKWARD_VERSIONS`]): dQ, dK, dV from Q, K, V, O, dO and the forward's `lse`.
 //!
@@ -182,9 +182,11 @@ crate::kernels! {
     ATTENTION_V04_D64_F16 = attention_v04_pingpong_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, false, 16, true>;
     ATTENTION_V04_D128_BF16 = attention_v04_pingpong_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false, 16, true>;
     ATTENTION_V04_D128_F16 = attention_v04_pingpong_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, false, 16, true>;
-    /// v04 over a variable-length batch (`cu_seqlens_q/k`), head dim 64.
+    /// v04 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
     ATTENTION_V04_VARLEN_D64_BF16 = attention_v04_pingpong_varlen_d64_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true, 16, true>;
     ATTENTION_V04_VARLEN_D64_F16 = attention_v04_pingpong_varlen_d64_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D64, { v03_wgmma::NO_BUG }, true, 16, true>;
+    ATTENTION_V04_VARLEN_D128_BF16 = attention_v04_pingpong_varlen_d128_bf16(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true, 16, true>;
+    ATTENTION_V04_VARLEN_D128_F16 = attention_v04_pingpong_varlen_d128_f16(AttentionParams<F16>) => v03_wgmma::run::<F16, v03_wgmma::D128, { v03_wgmma::NO_BUG }, true, 16, true>;
     /// Deliberately wrong (tests only): v03 head dim 64 with P's register-A fragment mis-laid.
     ATTENTION_BUG_V03_SWAPPED_P = attention_bug_v03_swapped_p(AttentionParams<Bf16>) => v03_wgmma::run::<Bf16, v03_wgmma::D64, { v03_wgmma::BUG_SWAPPED_P }, false, 16, false>;
     /// Deliberately wrong (tests only): v03 varlen head dim 64 leaving the next sequence's V
@@ -449,9 +451,7 @@ pub const VERSIONS: &[AttentionVersion] = &[
                 v03_wgmma::TILING_D128,
                 &ATTENTION_V04_D128_BF16,
                 &ATTENTION_V04_D128_F16,
-                // Not built: ptxas 12.9 spilled 16 bytes at the 40 / 232 register split and 20
-                // at 32 / 240 (the producer too); varlen head dim 128 stays on v03.
-                None,
+                Some(VarlenKernels { bf16: &ATTENTION_V04_VARLEN_D128_BF16, f16: &ATTENTION_V04_VARLEN_D128_F16 }),
             ),
         ],
     },

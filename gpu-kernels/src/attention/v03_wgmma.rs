@@ -178,8 +178,13 @@ impl WgmmaFlashTiling {
     pub const fn v_empty(self, s: u32) -> u32 {
         self.v_clean() + 8 + 8 * s
     }
-    pub const fn shared_bytes(self) -> u32 {
+    /// Varlen v04: the sequence's first query row and its length (two u32), written before
+    /// the loop and read by the epilogue (see `run`).
+    pub const fn seqs(self) -> u32 {
         self.v_empty(self.stages)
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.seqs() + 8
     }
     /// The TMA boxes, contiguous dimension first: Q `64 x BM`, K and V `64 x BN` (one plane).
     pub const fn q_box(self) -> [u32; 3] {
@@ -329,6 +334,13 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
             s += 1;
         }
         v_clean.init(4 * CONSUMERS);
+        if VARLEN && PINGPONG {
+            // v04 varlen: the epilogue's per-block values wait in shared memory, not in
+            // registers through the loop (ptxas 12.9 spilled them at head dim 128).
+            let seqs = Shared::<u32>::at(cfg.seqs(), 2);
+            seqs.store(0, q_first as u32);
+            seqs.store(1, seq_q as u32);
+        }
         fence_mbarrier_init();
     }
     sync_threads();
@@ -539,12 +551,16 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     // Epilogue: normalize and store each thread's pairs (rows g, g + 8; columns 8 i + 2 t).
     let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
     let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
-    // Varlen: the sequence's first row read again rather than kept in a register through the
-    // loop (at head dim 256 that register is one the consumers do not have).
-    let q_row0 = if VARLEN {
-        h * p.seq_q as usize + p.cu_seqlens_q.load(b) as usize
+    // Varlen: the sequence's first row read again (v03: from `cu_seqlens_q`; v04: from the
+    // shared copy, with its length) rather than kept in registers through the loop: at head
+    // dim 256 (v03) and 128 (v04) those registers are ones the consumers do not have.
+    let seqs = Shared::<u32>::at(cfg.seqs(), 2);
+    let (q_row0, seq_q) = if VARLEN && PINGPONG {
+        (h * p.seq_q as usize + seqs.load(0) as usize, seqs.load(1) as usize)
+    } else if VARLEN {
+        (h * p.seq_q as usize + p.cu_seqlens_q.load(b) as usize, seq_q)
     } else {
-        (b * p.heads as usize + h) * seq_q
+        ((b * p.heads as usize + h) * seq_q, seq_q)
     };
     let o = o.as_ref();
     unroll16!(r < 2 => {

@@ -3,8 +3,9 @@
 //!
 //! Everything but the main loop is v03's ([`super::v03_wgmma`]: the tiling, TMA producer,
 //! mbarrier ring, descriptors, softmax and epilogue; [`super::v03_wgmma::run`] with `PINGPONG`
-//! calls [`main_loop`] here). Head dims 64 and 128; variable-length batches at 64 only (at 128
-//! ptxas 12.9 spilled 16 bytes with v03's register split, 20 with 32 / 240). Not measured yet (no GPU run).
+//! calls [`main_loop`] here). Head dims 64 and 128, dense and variable-length (varlen head dim
+//! 128 keeps the epilogue's sequence offset and length in shared memory: in registers through
+//! the loop, ptxas 12.9 spilled them). Not measured yet (no GPU run).
 //!
 //! # Why
 //! v03's floor analysis: at head dim 128 the exponentials of a tile take about half the time
