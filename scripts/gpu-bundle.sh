@@ -68,6 +68,9 @@ fi
 export FERROKERN_REQUIRE_GPU=1
 # The emulator half of each test already runs in CI; here only the GPU half does.
 export FERROKERN_SKIP_EMULATOR=1
+# The property tests' seed: drawn here unless given, and printed with the summary, so a
+# failure on the GPU reruns with the same cases (PROPTEST_RNG_SEED=<seed> <test binary>).
+export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}"
 summary=()
 status=0
 cd "$out"
@@ -127,7 +130,7 @@ for b in "$here"/benches/*; do
   step "criterion $(basename "$b")" 60 "$out/criterion-$(basename "$b").log" \
     "$b" --bench --warm-up-time 1 --measurement-time 2
 done
-echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1))"
+echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1), PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED)"
 printf '%s\n' "${summary[@]}"
 echo "== bench"
 cat "$out/bench.txt" 2>/dev/null
