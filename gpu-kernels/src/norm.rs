@@ -261,18 +261,10 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
         let base = row * cols;
         let mean = if LAYER { p.mean.load(row) } else { 0.0 };
         let rstd = p.rstd.load(row);
-        let mut sg = 0.0f32;
-        let mut sgx = 0.0f32;
+        let (mut sg, mut sgx) = (0.0f32, 0.0f32);
         let mut c = lane;
         while c < nchunks {
-            let x = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
-            let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
-            let gm = load_chunk::<T, VEC>(&p.gamma, 0, cols, c, vectorized, 0.0);
-            for k in 0..VEC {
-                let g = dy[k] * gm[k];
-                sg += g;
-                sgx = math::fma(g, (x[k] - mean) * rstd, sgx);
-            }
+            add_grad_moments::<T, VEC>(&p, base, 0, cols, c, mean, rstd, (&mut sg, &mut sgx));
             c += G as usize;
         }
         let mean_g = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 * inv_cols } else { 0.0 };
@@ -407,7 +399,6 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LAYER: bool
     pbase: usize,
 ) {
     let cols = p.cols as usize;
-    let vectorized = p.vectorized != 0;
     let nchunks = rows::chunks(cols, VEC);
     let cache_n = const { cache_chunks(VEC) };
     let inv_cols = 1.0 / p.cols as f32;
@@ -421,14 +412,7 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LAYER: bool
         crate::for_each_cached_chunk!(j < cache_n => {
             let c = lane + j * G as usize;
             if c < nchunks {
-                let x = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
-                let dy = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
-                let gm = load_chunk::<T, VEC>(&p.gamma, 0, cols, c, vectorized, 0.0);
-                for k in 0..VEC {
-                    let g = dy[k] * gm[k];
-                    sg += g;
-                    sgx = math::fma(g, (x[k] - mean) * rstd, sgx);
-                }
+                add_grad_moments::<T, VEC>(p, base, 0, cols, c, mean, rstd, (&mut sg, &mut sgx));
             }
         });
         let mean_g = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 * inv_cols } else { 0.0 };
@@ -438,6 +422,32 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LAYER: bool
         row += stride;
     }
     store_cached_sums::<VEC, G, LAYER>(p.partial, pbase, cols, cols, lane, &dg, &db);
+}
+
+/// The backward's first pass over chunk `c` of the `len` elements at `base` (a row, or a split
+/// segment whose `gamma` starts at element `gstart`): adds its `g = dy gamma` to `sums.0` and
+/// its `g xhat` to `sums.1`, the two sums whose row means `dx` needs.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn add_grad_moments<T: Element, const VEC: usize>(
+    p: &NormBackwardParams<T>,
+    base: usize,
+    gstart: usize,
+    len: usize,
+    c: usize,
+    mean: f32,
+    rstd: f32,
+    sums: (&mut f32, &mut f32),
+) {
+    let vectorized = p.vectorized != 0;
+    let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
+    let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
+    let gm = load_chunk::<T, VEC>(&p.gamma, gstart, len, c, vectorized, 0.0);
+    for k in 0..VEC {
+        let g = dy[k] * gm[k];
+        *sums.0 += g;
+        *sums.1 = math::fma(g, (x[k] - mean) * rstd, *sums.1);
+    }
 }
 
 /// A row's statistics for its `dx`: the forward's `mean` (0 for rmsnorm) and `rstd`, and the
@@ -621,20 +631,12 @@ pub fn split_backward_stats<T: Element, const VEC: usize, const LAYER: bool>(p: 
     let (row, seg, segments, start, len) = rows::split_segment(cols, p.segment as usize);
     let lane = thread_idx_x() as usize;
     let base = row * cols + start;
-    let vectorized = p.vectorized != 0;
     let mean = if LAYER { p.mean.load(row) } else { 0.0 };
     let rstd = p.rstd.load(row);
     let (mut sg, mut sgx) = (0.0f32, 0.0f32);
     let mut c = lane;
     while c < rows::chunks(len, VEC) {
-        let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
-        let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
-        let gm = load_chunk::<T, VEC>(&p.gamma, start, len, c, vectorized, 0.0);
-        for k in 0..VEC {
-            let g = dy[k] * gm[k];
-            sg += g;
-            sgx = math::fma(g, (x[k] - mean) * rstd, sgx);
-        }
+        add_grad_moments::<T, VEC>(&p, base, start, len, c, mean, rstd, (&mut sg, &mut sgx));
         c += G as usize;
     }
     let sg = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 } else { 0.0 };
