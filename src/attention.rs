@@ -95,18 +95,15 @@ pub fn unavailable(ctx: &Context, v: &AttentionVersion, head_dim: usize) -> Opti
 
 /// Whether `ctx` can run `k`: an error naming the PTX or the shared memory it needs when not.
 fn device_ok(ctx: &Context, k: &AttentionKernel) -> std::result::Result<(), String> {
-    match (k.required_arch(), ctx.device_info()) {
-        (Some(need), Some(info)) if info.ptx_arch != need => Err(format!(
-            "runs only where the {need} PTX is loaded (Hopper, compute capability 9.0); this {} loaded {}",
-            info.name, info.ptx_arch
-        )),
-        _ if k.shared_bytes > ctx.max_shared_bytes() => Err(format!(
+    arch_ok(ctx, k.required_arch())?;
+    if k.shared_bytes > ctx.max_shared_bytes() {
+        return Err(format!(
             "needs {} bytes of shared memory per block and this device allows {}",
             k.shared_bytes,
             ctx.max_shared_bytes()
-        )),
-        _ => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 fn supported_dims() -> String {
@@ -310,11 +307,23 @@ pub fn attention_with<T: AttentionFloat>(
     }
 }
 
+/// Whether `ctx` loaded the PTX a kernel needs (`need`: `None` for every arch's): an error
+/// naming it when not.
+pub(crate) fn arch_ok(ctx: &Context, need: Option<&str>) -> std::result::Result<(), String> {
+    match (need, ctx.device_info()) {
+        (Some(need), Some(info)) if info.ptx_arch != need => Err(format!(
+            "runs only where the {need} PTX is loaded (Hopper, compute capability 9.0); this {} loaded {}",
+            info.name, info.ptx_arch
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The Q, K and V tensor maps of a TMA kernel, one after the other: rank 3 (head dims, rows,
 /// planes), Q over `q_rows x q_planes` and K, V over `k_rows x kv_planes`. With no key rows no
 /// key tile is loaded (and K and V may be empty views): K's and V's maps then describe Q's
 /// tensor.
-fn tma_maps<T: AttentionFloat>(
+pub(crate) fn tma_maps<T: AttentionFloat>(
     ctx: &Context,
     op: &'static str,
     tma: gpu_kernels::attention::AttentionTma,

@@ -30,8 +30,8 @@ use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, Var
 use crate::check::{self, Guarded, Report};
 use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
-    AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_VARLEN_TOP_LEFT,
-    BackwardKernel, BackwardKernels, BackwardVarlen,
+    AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_V03_DS_UNSWIZZLED,
+    BUG_BWD_VARLEN_TOP_LEFT, BackwardKernel, BackwardKernels, BackwardVarlen,
 };
 use gpu_kernels::attention::{AttentionBwdParams, bwd_v01_simt};
 use half::{bf16, f16};
@@ -91,7 +91,34 @@ fn shared_need(kernel: &BackwardKernel, opts: BackwardOptions) -> (u32, &'static
 
 /// Whether `ctx` runs `kernel` on views that are (`aligned16`) or are not all 16-byte aligned.
 fn runs(ctx: &Context, kernel: &BackwardKernel, aligned16: bool, opts: BackwardOptions) -> bool {
-    (aligned16 || !kernel.align16) && shared_need(kernel, opts).0 <= ctx.max_shared_bytes()
+    (aligned16 || !kernel.align16)
+        && shared_need(kernel, opts).0 <= ctx.max_shared_bytes()
+        && attention::arch_ok(ctx, kernel.required_arch()).is_ok()
+}
+
+/// Why `ctx` cannot run `v` at `head_dim` with `opts` (no kernel for the head dim, the PTX its
+/// dK/dV kernel needs not loaded, or more shared memory than the device allows per block), or
+/// `None` when it can.
+pub fn unavailable(
+    ctx: &Context,
+    v: &AttentionBackwardVersion,
+    head_dim: usize,
+    opts: BackwardOptions,
+) -> Option<String> {
+    let Some(k) = v.kernel(head_dim) else {
+        return Some(format!("{} has no kernel for head dim {head_dim}", v.name));
+    };
+    if let Err(why) = attention::arch_ok(ctx, k.required_arch()) {
+        return Some(format!("{}'s dK/dV kernel {why}", v.name));
+    }
+    let (shared, which) = shared_need(k, opts);
+    (shared > ctx.max_shared_bytes()).then(|| {
+        format!(
+            "{}'s {which} kernel needs {shared} bytes of shared memory per block and this device allows {}",
+            v.name,
+            ctx.max_shared_bytes()
+        )
+    })
 }
 
 /// Every head dim some version supports, for error messages.
@@ -372,6 +399,12 @@ impl<T: AttentionFloat> Views<'_, '_, T> {
         scale: Option<f32>,
         head_dim: usize,
     ) -> Result<f32> {
+        if let Err(why) = attention::arch_ok(ctx, kernel.required_arch()) {
+            return Err(Error::invalid(
+                op,
+                format!("{version}'s dK/dV kernel {why}: run the version `{op}` picks for this device"),
+            ));
+        }
         let (shared, which) = shared_need(kernel, opts);
         if shared > ctx.max_shared_bytes() {
             return Err(Error::invalid(
@@ -436,6 +469,13 @@ fn launch<T: BackwardFloat>(
     };
     let empty = gpu_kernels::device::Global::empty;
     let words = rows + if atomic { q_len } else { 0 };
+    let maps = match (kernel.tma, cu) {
+        (None, _) => Vec::new(),
+        (Some(tma), None) => tma_maps(ctx, tma, &views, &s)?,
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(OP, "the TMA backward has no variable-length kernels; run v02_mma or v01_simt"));
+        }
+    };
     ctx.with_scratch(words.max(1), |scratch| {
         let params = AttentionBwdParams {
             batch: s.batch as u32,
@@ -460,17 +500,26 @@ fn launch<T: BackwardFloat>(
             scratch: scratch.as_f32(),
             cu_seqlens_q: offsets.as_ref().map_or_else(empty, |(cq, _)| cq.as_view().global()),
             cu_seqlens_k: offsets.as_ref().map_or_else(empty, |(_, ck)| ck.as_view().global()),
+            maps: 0,
         };
         // The row passes see varlen's [heads, total_q] rows as one dense batch.
         let row_params = if cu.is_some() { AttentionBwdParams { batch: 1, ..params } } else { params };
         let (block, row_block) = (Dim3::x(kernel.threads), Dim3::x(kernel.row_threads));
+        let dq_block = Dim3::x(kernel.dq_threads);
         if rows > 0 {
             let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block: row_block, shared_bytes: 0 };
             ctx.launch(kernels.preprocess, cfg, row_params)?;
         }
         if max_k > 0 {
             let grid = Dim3::new(max_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
-            ctx.launch(kernels.dkdv, LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes }, params)?;
+            let cfg = LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes };
+            if maps.is_empty() {
+                ctx.launch(kernels.dkdv, cfg, params)?;
+            } else {
+                ctx.with_constants(&maps, |addr| {
+                    ctx.launch(kernels.dkdv, cfg, AttentionBwdParams { maps: addr, ..params })
+                })?;
+            }
         }
         if rows > 0 {
             if atomic {
@@ -478,11 +527,28 @@ fn launch<T: BackwardFloat>(
                 ctx.launch(kernels.dq_convert, cfg, row_params)?;
             } else if max_q > 0 {
                 let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
-                ctx.launch(kernels.dq, LaunchConfig { grid, block, shared_bytes: kernel.dq_shared_bytes }, params)?;
+                let cfg = LaunchConfig { grid, block: dq_block, shared_bytes: kernel.dq_shared_bytes };
+                ctx.launch(kernels.dq, cfg, params)?;
             }
         }
         Ok(())
     })
+}
+
+/// The Q, K, V and dO tensor maps of a TMA `dkdv`, one after the other: the forward's Q, K and
+/// V maps (rank 3 over (head dims, rows, batch x heads)) and dO's like Q's.
+fn tma_maps<T: AttentionFloat>(
+    ctx: &Context,
+    tma: gpu_kernels::attention::AttentionTma,
+    views: &Views<'_, '_, T>,
+    s: &AttentionShape,
+) -> Result<Vec<u8>> {
+    let (d, q_planes) = (s.head_dim, s.batch * s.heads);
+    let q = (views.q, s.seq_q, q_planes);
+    let mut maps = attention::tma_maps(ctx, OP, tma, d, q, (views.k, views.v, s.seq_k, s.batch * s.kv_heads))?;
+    let do_desc = crate::tma::desc_3d(OP, views.d_o, [d, s.seq_q, q_planes], d, s.seq_q * d, tma.q_box, 128)?;
+    maps.extend_from_slice(&crate::tma::encode(ctx, &do_desc)?);
+    Ok(maps)
 }
 
 /// The gradients of a reference computation: `(dq, dk, dv)`.

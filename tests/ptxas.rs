@@ -159,6 +159,22 @@ fn hopper_sass_has_hgmma_and_tma() {
         }
     }
     assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
+    // The backward's TMA dK/dV kernels: S^T and dP^T (d / 16 each), dV and dK (bq / 16
+    // each: the Q box's rows), dQ (128 keys / 16); a named barrier besides sync_threads, and
+    // the dQ atomics.
+    let mut backward: Vec<&str> = Vec::new();
+    let bwd = ferrokern::attention_backward::BACKWARD_VERSIONS
+        .iter()
+        .chain([&ferrokern::attention_backward::BUG_BWD_V03_DS_UNSWIZZLED]);
+    for kernel in bwd.flat_map(|v| v.kernels).filter(|k| k.required_arch() == Some("sm_90a")) {
+        let tma = kernel.tma.as_ref().expect("an sm_90a backward kernel loads by TMA");
+        let hgmma = 2 * (kernel.head_dims[0] / 16) + 2 * (tma.q_box[1] / 16) + tma.kv_box[1] / 16;
+        for k in [kernel.bf16.dkdv.name, kernel.f16.dkdv.name] {
+            kernels.push((k, hgmma, true));
+            backward.push(k);
+        }
+    }
+    assert!(!backward.is_empty(), "the backward ladder has an sm_90a version");
     for (k, hgmma, uses_setmaxnreg) in kernels {
         let m = mix.get(k).unwrap_or_else(|| panic!("{k} missing from the {arch} SASS"));
         let get = |c: &str| m.get(c).copied().unwrap_or(0);
@@ -171,6 +187,11 @@ fn hopper_sass_has_hgmma_and_tma() {
         assert!(advisories.is_empty(), "{arch} {k}: ptxas advisories: {advisories:?}");
         if pingpong.contains(&k) {
             assert!(get("BAR") >= 4, "{arch} {k}: {} BAR, want the ping-pong's named barriers in {m:?}", get("BAR"));
+        }
+        if backward.contains(&k) {
+            assert!(get("BAR") >= 2, "{arch} {k}: {} BAR, want the dS^T barrier in {m:?}", get("BAR"));
+            let atomics = get("RED") + get("ATOM") + get("REDG") + get("ATOMG");
+            assert!(atomics >= 1, "{arch} {k}: no atomic add for dQ in {m:?}");
         }
         let setmaxnreg = get("USETMAXREG");
         let want = if uses_setmaxnreg { 2 } else { 0 };
@@ -278,7 +299,8 @@ fn attention_backward_kernels_have_no_spills_or_local_memory() {
         let _ = std::fs::remove_file(cubin);
         let all = BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS, &BUG_BWD_VARLEN_TOP_LEFT]);
         for v in all {
-            for kernel in v.kernels {
+            // The TMA kernels are gated in `hopper_sass_has_hgmma_and_tma` (sm_90a only).
+            for kernel in v.kernels.iter().filter(|k| k.required_arch().is_none()) {
                 let d = kernel.head_dims[0];
                 // Dense and variable-length entry points, both dtypes.
                 for k in kernel.defs() {

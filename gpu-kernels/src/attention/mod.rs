@@ -23,6 +23,7 @@
 //! |---|---|
 //! | [`bwd_v01_simt`] | FlashAttention-2's backward on the CUDA cores: `D = rowsum(dO * O)` first, then a block per key tile recomputing P and keeping dK, dV in registers over all queries (and the query heads of its kv head); dQ by f32 atomics or, deterministic, a second pass over query tiles; head dims 32, 64, 96, 128 |
 //! | [`bwd_v02_mma`] | the same on `mma.sync` m16n8k16: per key tile 4 warps x 16 keys compute `S^T = K Q^T` and `dP^T = V dO^T`, re-pack `P^T` and `dS^T` in registers as the A fragments of `dV += P^T dO` and `dK += dS^T Q` (Q, dO by cp.async double-buffered, ldmatrix `.trans`), atomic dQ `= dS K` through `dS^T` in shared memory; the deterministic dQ pass is the forward's shape on mma; head dims 64 (64-query tiles) and 128 (32-query tiles, the register budget); 16-byte aligned views |
+//! | [`bwd_v03_wgmma`] | sm_90a: FlashAttention-3's dK/dV pass, 128 keys per block: TMA loads K and V once and streams Q and dO through a 2-stage mbarrier ring, two consumer warpgroups of 64 keys compute `S^T`, `dP^T` by wgmma from shared memory and `dV`, `dK` by wgmma with `P^T`, `dS^T` from registers, dQ by wgmma from `dS^T` in shared memory and f32 atomics; the deterministic dQ pass is v02's; head dims 64 and 128, dense batches |
 //!
 //! The backward over a variable-length batch ([`BackwardKernel::varlen`], the forward's
 //! `cu_seqlens_q/k` layout) has its own `dkdv` and `dq` entry points (`VARLEN`), so the dense
@@ -70,6 +71,7 @@ macro_rules! always_inline {
 
 pub mod bwd_v01_simt;
 pub mod bwd_v02_mma;
+pub mod bwd_v03_wgmma;
 pub mod tile;
 pub mod v01_simt;
 pub mod v02_mma;
@@ -141,6 +143,9 @@ pub struct AttentionBwdParams<T> {
     /// total, d]`, `lse` and scratch over `heads total_q` rows.
     pub cu_seqlens_q: crate::device::Global<i32>,
     pub cu_seqlens_k: crate::device::Global<i32>,
+    /// TMA versions ([`BackwardKernel::tma`]): the address of the Q, K, V and dO tensor maps,
+    /// [`crate::device::hopper::TENSOR_MAP_BYTES`] apart; 0 for the others.
+    pub maps: u64,
 }
 
 type F16 = half::f16;
@@ -250,6 +255,14 @@ crate::kernels! {
     /// Deliberately wrong (tests only): backward v02 head dim 64 with the `dS^T` A fragment of
     /// `dK += dS^T Q` mis-laid (registers 1 and 2 swapped: keys g + 8 and queries 2t + 8 exchanged).
     ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true, false>;
+    /// Backward v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64 and 128.
+    ATTENTION_BWD_V03_DKDV_D64_BF16 = attention_bwd_v03_wgmma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }>;
+    ATTENTION_BWD_V03_DKDV_D64_F16 = attention_bwd_v03_wgmma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }>;
+    ATTENTION_BWD_V03_DKDV_D128_BF16 = attention_bwd_v03_wgmma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }>;
+    ATTENTION_BWD_V03_DKDV_D128_F16 = attention_bwd_v03_wgmma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }>;
+    /// Deliberately wrong (tests only): backward v03 head dim 64 writing `dS^T` without the
+    /// swizzle the dQ wgmma reads it with.
+    ATTENTION_BUG_BWD_V03_DS_UNSWIZZLED = attention_bug_bwd_v03_ds_unswizzled(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::BUG_DS_UNSWIZZLED }>;
 }
 
 /// One kernel of a version: the head dims it computes and how the launcher runs it.
@@ -520,8 +533,9 @@ pub struct BackwardKernel {
     /// Keys per dK/dV block (grid x of `dkdv`) and queries per dQ block (grid x of `dq`).
     pub block_k: u32,
     pub block_q: u32,
-    /// Threads per block of `dkdv` and `dq`.
+    /// Threads per block of `dkdv`, and of `dq`.
     pub threads: u32,
+    pub dq_threads: u32,
     /// Threads per block of the row passes `preprocess` and `dq_convert` (v01's, in every
     /// version), and query rows per `preprocess` block.
     pub row_threads: u32,
@@ -533,6 +547,8 @@ pub struct BackwardKernel {
     pub align16: bool,
     /// The same kernels over a variable-length batch (read `cu_seqlens_q/k`), if built.
     pub varlen: Option<BackwardVarlen>,
+    /// TMA `dkdv` (sm_90a only): the boxes of the Q (and dO) and the K (and V) tensor maps.
+    pub tma: Option<AttentionTma>,
 }
 
 /// A backward version's variable-length kernels (same tiling, threads and shared bytes); the
@@ -560,8 +576,28 @@ impl BackwardKernel {
             ATTENTION_BWD_DQ_CONVERT_BF16.name,
             ATTENTION_BWD_DQ_CONVERT_F16.name,
         ];
-        let threads = if row_passes.contains(&name) { self.row_threads } else { self.threads };
+        let mut dq = [self.bf16.dq.name, self.f16.dq.name]
+            .into_iter()
+            .chain(self.varlen.iter().flat_map(|v| [v.bf16.dq.name, v.f16.dq.name]));
+        let threads = if row_passes.contains(&name) {
+            self.row_threads
+        } else if dq.any(|d| d == name) {
+            self.dq_threads
+        } else {
+            self.threads
+        };
         self.defs().any(|d| d == name).then_some(threads)
+    }
+    /// The PTX the `dkdv` kernel needs loaded, if not every arch's.
+    pub const fn required_arch(&self) -> Option<&'static str> {
+        if self.tma.is_some() { Some("sm_90a") } else { None }
+    }
+    /// Whether `name` is one of this kernel set's `dkdv` entry points.
+    fn is_dkdv(&self, name: &str) -> bool {
+        [self.bf16.dkdv.name, self.f16.dkdv.name]
+            .into_iter()
+            .chain(self.varlen.iter().flat_map(|v| [v.bf16.dkdv.name, v.f16.dkdv.name]))
+            .any(|d| d == name)
     }
 }
 
@@ -613,12 +649,14 @@ const fn bwd_v01(
         block_k: bwd_v01_simt::BK,
         block_q: bwd_v01_simt::BQ,
         threads: bwd_v01_simt::THREADS,
+        dq_threads: bwd_v01_simt::THREADS,
         row_threads: bwd_v01_simt::THREADS,
         preprocess_rows: bwd_v01_simt::WARPS,
         dkdv_shared_bytes: bwd_v01_simt::SHARED_BYTES,
         dq_shared_bytes: bwd_v01_simt::SHARED_BYTES,
         align16: false,
         varlen,
+        tma: None,
     }
 }
 
@@ -686,12 +724,51 @@ const fn bwd_v02(
         block_k: bwd_v02_mma::BK,
         block_q: bwd_v02_mma::BM,
         threads: t.threads(),
+        dq_threads: t.threads(),
         row_threads: bwd_v01_simt::THREADS,
         preprocess_rows: bwd_v01_simt::WARPS,
         dkdv_shared_bytes: t.dkdv_shared_bytes(),
         dq_shared_bytes: t.dq_shared_bytes(),
         align16: true,
         varlen,
+        tma: None,
+    }
+}
+
+/// v03's kernels of one head dim: its own `dkdv` (TMA, sm_90a), v02's deterministic `dq`
+/// pass for the same head dim, v01's row passes. Dense batches only.
+#[cfg(not(target_arch = "nvptx64"))]
+const fn bwd_v03(
+    t: bwd_v03_wgmma::BwdWgmmaTiling,
+    dkdv: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
+    dkdv_f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+) -> BackwardKernel {
+    let dq = bwd_v02_mma::tiling(t.d as usize);
+    BackwardKernel {
+        head_dims: one_head_dim(t.d),
+        bf16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_BF16,
+            dkdv: dkdv[0],
+            dq: dkdv[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
+        },
+        f16: BackwardKernels {
+            preprocess: &ATTENTION_BWD_PRE_F16,
+            dkdv: dkdv_f16[0],
+            dq: dkdv_f16[1],
+            dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
+        },
+        block_k: bwd_v03_wgmma::BK,
+        block_q: bwd_v02_mma::BM,
+        threads: t.threads(),
+        dq_threads: dq.threads(),
+        row_threads: bwd_v01_simt::THREADS,
+        preprocess_rows: bwd_v01_simt::WARPS,
+        dkdv_shared_bytes: t.shared_bytes(),
+        dq_shared_bytes: dq.dq_shared_bytes(),
+        align16: true,
+        varlen: None,
+        tma: Some(AttentionTma { q_box: t.q_box(), kv_box: t.kv_box() }),
     }
 }
 
@@ -741,6 +818,22 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_BF16],
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_F16],
                 ),
+            ),
+        ],
+    },
+    AttentionBackwardVersion {
+        name: "v03_wgmma",
+        tensor_cores: true,
+        kernels: &[
+            bwd_v03(
+                bwd_v03_wgmma::TILING_D64,
+                [&ATTENTION_BWD_V03_DKDV_D64_BF16, &ATTENTION_BWD_V02_DQ_D64_BF16],
+                [&ATTENTION_BWD_V03_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+            ),
+            bwd_v03(
+                bwd_v03_wgmma::TILING_D128,
+                [&ATTENTION_BWD_V03_DKDV_D128_BF16, &ATTENTION_BWD_V02_DQ_D128_BF16],
+                [&ATTENTION_BWD_V03_DKDV_D128_F16, &ATTENTION_BWD_V02_DQ_D128_F16],
             ),
         ],
     },
@@ -796,10 +889,29 @@ pub const BUG_BWD_V02_SWAPPED_DS: AttentionBackwardVersion = AttentionBackwardVe
     )],
 };
 
+/// Deliberately wrong (tests only, not in [`BACKWARD_VERSIONS`]): backward v03 writing
+/// `dS^T` unswizzled for the dQ wgmma, bf16 and head dim 64 only (its f16 slot is the correct
+/// kernel).
+#[cfg(not(target_arch = "nvptx64"))]
+pub const BUG_BWD_V03_DS_UNSWIZZLED: AttentionBackwardVersion = AttentionBackwardVersion {
+    name: "bug_bwd_v03_ds_unswizzled",
+    tensor_cores: true,
+    kernels: &[bwd_v03(
+        bwd_v03_wgmma::TILING_D64,
+        [&ATTENTION_BUG_BWD_V03_DS_UNSWIZZLED, &ATTENTION_BWD_V02_DQ_D64_BF16],
+        [&ATTENTION_BWD_V03_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+    )],
+};
+
 /// Every backward version the tests know, the deliberately wrong ones last.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn backward_versions_and_bugs() -> impl Iterator<Item = &'static AttentionBackwardVersion> {
-    BACKWARD_VERSIONS.iter().chain([&BUG_BWD_NO_D, &BUG_BWD_V02_SWAPPED_DS, &BUG_BWD_VARLEN_TOP_LEFT])
+    BACKWARD_VERSIONS.iter().chain([
+        &BUG_BWD_NO_D,
+        &BUG_BWD_V02_SWAPPED_DS,
+        &BUG_BWD_VARLEN_TOP_LEFT,
+        &BUG_BWD_V03_DS_UNSWIZZLED,
+    ])
 }
 
 /// Every forward version the tests know, the deliberately wrong ones last.
@@ -821,9 +933,13 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     bwd.or_else(|| forward_kernel(name).map(|k| k.threads))
 }
 
-/// Blocks per SM to declare for `name` (see `crate::launch_min_blocks`): one for the v03
-/// kernels, whose warpgroups trade registers with `setmaxnreg`.
+/// Blocks per SM to declare for `name` (see `crate::launch_min_blocks`): one for the TMA
+/// kernels (forward v03 and v04, backward v03's `dkdv`), whose warpgroups trade registers
+/// with `setmaxnreg`.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str) -> Option<u32> {
-    forward_kernel(name).filter(|k| k.tma.is_some()).map(|_| 1)
+    let fwd = forward_kernel(name).is_some_and(|k| k.tma.is_some());
+    let bwd =
+        || backward_versions_and_bugs().flat_map(|v| v.kernels.iter()).any(|k| k.tma.is_some() && k.is_dkdv(name));
+    (fwd || bwd()).then_some(1)
 }

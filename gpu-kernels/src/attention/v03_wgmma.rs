@@ -213,7 +213,7 @@ impl WgmmaFlashTiling {
 }
 
 impl RegSplit {
-    const fn check(self, threads: u32) {
+    pub(super) const fn check(self, threads: u32) {
         let (p, c) = (self.producer, self.consumer);
         assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
         let entry = 65536 / threads / 8 * 8;
