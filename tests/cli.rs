@@ -571,7 +571,7 @@ fn verify_attention_backward_both_dq_paths_and_refusals() {
     let with = |extra: &[&'static str]| -> Vec<&'static str> { args.iter().chain(extra).copied().collect() };
     let r = verify(&with(&["--head-dim", "64", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("deterministic=false"), "{r}");
-    assert!(r.last_line().starts_with("PASS") && r.stdout.contains("version=v02_mma"), "{r}");
+    assert!(r.last_line().starts_with("PASS") && r.stdout.contains("version=v03_wgmma"), "{r}");
     // Every version is reachable by name (v01 has head dims 32 and 96 too).
     let r = verify(&with(&["--head-dim", "64", "--dtype", "f16", "--kernel", "v01_simt"]));
     assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.last_line().starts_with("PASS"), "{r}");
