@@ -28,7 +28,8 @@
 
 use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, VarlenInput, gather, scatter};
 use crate::check::{self, Guarded, Report};
-use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
+use crate::tma::TENSOR_MAP_BYTES;
+use crate::{BufMut, BufRef, CONSTANTS_BYTES, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
     AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_V03_DS_UNSWIZZLED,
     BUG_BWD_VARLEN_TOP_LEFT, BackwardKernel, BackwardKernels, BackwardVarlen,
@@ -469,13 +470,12 @@ fn launch<T: BackwardFloat>(
     };
     let empty = gpu_kernels::device::Global::empty;
     let words = rows + if atomic { q_len } else { 0 };
-    let maps = match (kernel.tma, cu) {
-        (None, _) => Vec::new(),
-        (Some(tma), None) => tma_maps(ctx, tma, &views, &s)?,
-        (Some(_), Some(_)) => {
-            return Err(Error::invalid(OP, "the TMA backward has no variable-length kernels; run v02_mma or v01_simt"));
-        }
+    let maps = match kernel.tma {
+        Some(tma) if max_k > 0 => tma_maps(ctx, tma, &views, &s, cu)?,
+        _ => Vec::new(),
     };
+    // Varlen's maps (four per sequence) may exceed the launch constants: a buffer of their own.
+    let map_buf = if maps.len() > CONSTANTS_BYTES { Some(ctx.upload(&maps)?) } else { None };
     ctx.with_scratch(words.max(1), |scratch| {
         let params = AttentionBwdParams {
             batch: s.batch as u32,
@@ -513,7 +513,10 @@ fn launch<T: BackwardFloat>(
         if max_k > 0 {
             let grid = Dim3::new(max_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
             let cfg = LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes };
-            if maps.is_empty() {
+            if let Some(buf) = &map_buf {
+                let addr = buf.as_view().addr() as u64;
+                ctx.launch(kernels.dkdv, cfg, AttentionBwdParams { maps: addr, ..params })?;
+            } else if maps.is_empty() {
                 ctx.launch(kernels.dkdv, cfg, params)?;
             } else {
                 ctx.with_constants(&maps, |addr| {
@@ -535,20 +538,79 @@ fn launch<T: BackwardFloat>(
     })
 }
 
-/// The Q, K, V and dO tensor maps of a TMA `dkdv`, one after the other: the forward's Q, K and
-/// V maps (rank 3 over (head dims, rows, batch x heads)) and dO's like Q's.
+/// The Q, K, V and dO tensor maps of a TMA `dkdv` (rank 3 over (head dims, rows, planes), as
+/// the forward's): one set over the dense batch (`batch x heads` planes of `seq_q` rows), or,
+/// over a variable-length batch (`cu`), one set per sequence, each over that sequence's own
+/// tokens (base at its first token, one plane per head, the packed total as the plane
+/// pitch), so a box past the sequence reads zeros, never the next sequence.
 fn tma_maps<T: AttentionFloat>(
     ctx: &Context,
     tma: gpu_kernels::attention::AttentionTma,
     views: &Views<'_, '_, T>,
     s: &AttentionShape,
+    cu: Option<(&[i32], &[i32])>,
 ) -> Result<Vec<u8>> {
-    let (d, q_planes) = (s.head_dim, s.batch * s.heads);
-    let q = (views.q, s.seq_q, q_planes);
-    let mut maps = attention::tma_maps(ctx, OP, tma, d, q, (views.k, views.v, s.seq_k, s.batch * s.kv_heads))?;
-    let do_desc = crate::tma::desc_3d(OP, views.d_o, [d, s.seq_q, q_planes], d, s.seq_q * d, tma.q_box, 128)?;
-    maps.extend_from_slice(&crate::tma::encode(ctx, &do_desc)?);
+    let Some((cq, ck)) = cu else {
+        let q = Rows { first: 0, rows: s.seq_q, planes: s.batch * s.heads, pitch: s.seq_q };
+        return map_set(
+            ctx,
+            tma,
+            views,
+            s.head_dim,
+            q,
+            Rows { first: 0, rows: s.seq_k, planes: s.batch * s.kv_heads, pitch: s.seq_k },
+        );
+    };
+    // `seq_q` and `seq_k` hold the totals; the offsets were validated against them.
+    let mut maps = Vec::with_capacity(4 * TENSOR_MAP_BYTES * cq.len().saturating_sub(1));
+    for (q, k) in cq.windows(2).zip(ck.windows(2)) {
+        let rows = |w: &[i32], planes: usize, pitch: usize| Rows {
+            first: w[0] as usize,
+            rows: (w[1] - w[0]) as usize,
+            planes,
+            pitch,
+        };
+        let (q, k) = (rows(q, s.heads, s.seq_q), rows(k, s.kv_heads, s.seq_k));
+        maps.extend(map_set(ctx, tma, views, s.head_dim, q, k)?);
+    }
     Ok(maps)
+}
+
+/// Rows of a TMA map: from row `first` of the first plane, `rows` per plane, `planes` planes
+/// `pitch` rows apart.
+#[derive(Clone, Copy)]
+struct Rows {
+    first: usize,
+    rows: usize,
+    planes: usize,
+    pitch: usize,
+}
+
+/// One set of Q, K, V and dO maps. A side without rows has nothing to load (a sequence without
+/// queries walks no query tile; one without keys runs no block), so the other side's map holds
+/// its places, and a sequence with neither gets zero bytes that no block reads.
+fn map_set<T: AttentionFloat>(
+    ctx: &Context,
+    tma: gpu_kernels::attention::AttentionTma,
+    views: &Views<'_, '_, T>,
+    d: usize,
+    q: Rows,
+    k: Rows,
+) -> Result<Vec<u8>> {
+    let desc = |view: BufRef<'_, T>, r: Rows, box_dims| -> Result<Option<[u8; TENSOR_MAP_BYTES]>> {
+        if r.rows == 0 || r.planes == 0 {
+            return Ok(None);
+        }
+        let view = view.slice(r.first * d..view.len())?;
+        let desc = crate::tma::desc_3d(OP, view, [d, r.rows, r.planes], d, r.pitch * d, box_dims, 128)?;
+        crate::tma::encode(ctx, &desc).map(Some)
+    };
+    let (qm, om) = (desc(views.q, q, tma.q_box)?, desc(views.d_o, q, tma.q_box)?);
+    let (km, vm) = (desc(views.k, k, tma.kv_box)?, desc(views.v, k, tma.kv_box)?);
+    let none = [0u8; TENSOR_MAP_BYTES];
+    let (qm, om) = (qm.or(km).unwrap_or(none), om.or(vm).unwrap_or(none));
+    let (km, vm) = (km.unwrap_or(qm), vm.unwrap_or(om));
+    Ok([qm, km, vm, om].concat())
 }
 
 /// The gradients of a reference computation: `(dq, dk, dv)`.

@@ -690,6 +690,8 @@ fn verify_attention_backward_varlen_and_its_refusals() {
     let r = verify(&with(&["--head-dim", "64", "--dtype", "bf16"]));
     assert!(r.code == 0 && r.stdout.contains("varlen=7:9,0:5,1:1,40:17"), "{r}");
     assert!(r.stdout.contains("deterministic=false") && r.last_line().starts_with("PASS"), "{r}");
+    // The launcher's pick at head dim 64 on the emulator (which runs sm_90a kernels): v03.
+    assert!(r.stdout.contains("version=v03_wgmma"), "{r}");
     // v01 by name (head dim 32 is v01's alone), the deterministic dQ pass.
     let r = verify(&with(&["--head-dim", "32", "--dtype", "f16", "--kernel", "v01_simt", "--deterministic"]));
     assert!(r.code == 0 && r.stdout.contains("version=v01_simt") && r.stdout.contains("deterministic=true"), "{r}");

@@ -159,9 +159,9 @@ fn hopper_sass_has_hgmma_and_tma() {
         }
     }
     assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
-    // The backward's TMA dK/dV kernels: S^T and dP^T (d / 16 each), dV and dK (bq / 16
-    // each: the Q box's rows), dQ (128 keys / 16); a named barrier besides sync_threads, and
-    // the dQ atomics.
+    // The backward's TMA dK/dV kernels, dense and varlen: S^T and dP^T (d / 16 each), dV and
+    // dK (bq / 16 each: the Q box's rows), dQ (128 keys / 16); a named barrier besides
+    // sync_threads, and the dQ atomics.
     let mut backward: Vec<&str> = Vec::new();
     let bwd = ferrokern::attention_backward::BACKWARD_VERSIONS
         .iter()
@@ -169,7 +169,8 @@ fn hopper_sass_has_hgmma_and_tma() {
     for kernel in bwd.flat_map(|v| v.kernels).filter(|k| k.required_arch() == Some("sm_90a")) {
         let tma = kernel.tma.as_ref().expect("an sm_90a backward kernel loads by TMA");
         let hgmma = 2 * (kernel.head_dims[0] / 16) + 2 * (tma.q_box[1] / 16) + tma.kv_box[1] / 16;
-        for k in [kernel.bf16.dkdv.name, kernel.f16.dkdv.name] {
+        let varlen = kernel.varlen.iter().flat_map(|v| [v.bf16.dkdv.name, v.f16.dkdv.name]);
+        for k in [kernel.bf16.dkdv.name, kernel.f16.dkdv.name].into_iter().chain(varlen) {
             kernels.push((k, hgmma, true));
             backward.push(k);
         }

@@ -79,7 +79,8 @@
 //! # Shared layout (1024-byte aligned, 128-byte swizzle, 64-column panels)
 //! K, V: `D / 64` panels of `BK` rows. Per stage Q, dO: `D / 64` panels of `bq` rows. Two
 //! `dS^T` buffers: `bq / 64` panels of `BK` rows (keys), 64 queries each. Per consumer warp
-//! `2 bq` f32 (`lse`, `D`). Then the mbarriers. 168 KB at head dim 64, 164 KB at 128.
+//! `2 bq` f32 (`lse`, `D`). Then the mbarriers and 16 bytes of sequence offsets (varlen). 168
+//! KB at head dim 64, 164 KB at 128.
 //!
 //! # Register pressure (ptxas 12.9, sm_90a)
 //! The first build spilled 52-136 bytes: LLVM hoisted every loop-invariant wgmma descriptor
@@ -88,17 +89,39 @@
 //! integer instructions) where it is used. With that and the staged `lse`/`D`, no entry
 //! spills or keeps a stack frame (`tests/ptxas.rs`).
 //!
+//! The varlen entries first spilled 20-84 bytes: their offsets and lengths come from global
+//! loads, which ptxas cannot rematerialize as it does the dense kernel's parameters, so every
+//! value derived from them (the walk, the key masks, the 64-bit key index) stayed live, some
+//! across `setmaxnreg`, where ptxas spilled them. Now the early-leave test runs on opaque
+//! copies of the block index, the four values are staged in shared memory and read where used
+//! (behind the loop's opaque zero), the walk is recomputed per tile and `mask_until` too
+//! (from the held `key_diag`): no varlen entry spills either.
+//!
+//! # Variable length (`VARLEN`)
+//! Sequence `b`'s lengths and first tokens come from `cu_seqlens_q/k` (layout `[heads,
+//! total, D]`); the grid covers the longest sequence and blocks past their own keys leave
+//! before the first barrier. The launcher encodes four tensor maps per sequence (Q, K, V, dO
+//! at `4 b ..`), each over that sequence's tokens only (base at its first token, rows = its
+//! length, one plane per head, the plane pitch the packed total): a box that runs past the
+//! sequence reads TMA's zero fill, exactly as a dense batch's last tile does, never the next
+//! sequence's rows (whose NaN would reach this one's gradients through `0 * NaN` in
+//! `dV += P^T dO` and the others). So the dense kernel's masking serves unchanged, in
+//! sequence coordinates. The cost is `4 batch` map encodings on the host per call (and an
+//! upload of them when they exceed the launch constants' 4 KB, past 8 sequences).
+//! Thread 0 stages the sequence's offsets and lengths in shared memory; each role reads them
+//! where it uses them (see Register pressure).
+//!
 //! # Scope
-//! Dense batches, head dims 64 and 128, bf16/f16. Variable-length batches and head dim 256
-//! run [`super::bwd_v02_mma`] (the launcher picks the highest version that has the kernel).
+//! Head dims 64 and 128, bf16/f16, dense and variable-length batches. Head dim 256 runs
+//! [`super::bwd_v02_mma`] (the launcher picks the highest version that has the kernel).
 //!
 //! # Safety
 //! The launcher guarantees what [`super::bwd_v02_mma::dkdv`] needs (shapes, `d = D`,
 //! `heads % kv_heads == 0`, scratch of `D` and, with `atomic_dq`, the zeroed dQ accumulator),
-//! the grid `(ceil(seq_k / BK), kv_heads, batch)` with this tiling's threads and shared bytes,
-//! fills `maps` with the Q, K, V and dO tensor maps (rank 3 over (head dims, sequence,
-//! batch x heads), 128-byte swizzle, boxes `64 x bq` and `64 x BK`), and launches only where
-//! the sm_90a PTX is loaded.
+//! the grid `(ceil(seq_k / BK), kv_heads, batch)` (varlen: the longest `seq_k`) with this
+//! tiling's threads and shared bytes, fills `maps` with the Q, K, V and dO tensor maps (rank 3
+//! over (head dims, sequence, batch x heads), 128-byte swizzle, boxes `64 x bq` and `64 x BK`;
+//! varlen: four per sequence, as above), and launches only where the sm_90a PTX is loaded.
 
 use super::AttentionBwdParams;
 use super::v03_wgmma::RegSplit;
@@ -183,8 +206,12 @@ impl BwdWgmmaTiling {
     pub const fn empty(self, s: u32) -> u32 {
         self.qdo_full(2) + 8 * s
     }
-    pub const fn shared_bytes(self) -> u32 {
+    /// Varlen: the block's sequence's first query, query count, first key and key count.
+    pub const fn seq_info(self) -> u32 {
         self.empty(2)
+    }
+    pub const fn shared_bytes(self) -> u32 {
+        self.seq_info() + 16
     }
     /// The TMA boxes, contiguous dimension first: Q and dO `64 x bq`, K and V `64 x BK`.
     pub const fn q_box(self) -> [u32; 3] {
@@ -246,7 +273,7 @@ pub const BUG_DS_UNSWIZZLED: u32 = 1;
 /// `H`; `NQ` is the n8 tiles of a query tile (`bq / 8`; a parameter because stable Rust
 /// cannot size an array by `H::TILING.bq`). `BUG`: [`NO_BUG`] or a deliberate bug.
 #[inline(always)]
-pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: AttentionBwdParams<T>) {
+pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32, const VARLEN: bool>(p: AttentionBwdParams<T>) {
     let cfg = const { H::TILING };
     const { assert!(<H::Acc as WgmmaAccumulator>::N == H::TILING.d, "dK's and dV's wgmma N is the head dim") };
     const { assert!(<H::S as WgmmaAccumulator>::N == H::TILING.bq, "S^T's wgmma N is the query tile") };
@@ -255,21 +282,44 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
     let tid = thread_idx_x();
     let wg = tid / 128;
     let (k0, kvh, b) = (block_idx_x() as usize * BK as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let (seq_q, seq_k) = (p.seq_q as usize, p.seq_k as usize);
+    // Sequence b's first query, query count, first key and key count. Varlen stages them in
+    // shared memory (thread 0, with the barriers) and each role reads them where it uses them
+    // (`z`: an opaque zero), rather than holding them across `setmaxnreg` and through the
+    // loop: held, they cost the consumers 20-80 bytes of spills (ptxas 12.9).
+    let info = Shared::<u32>::at(cfg.seq_info(), 4);
+    let seq_at = |z: u32| -> (usize, usize, usize, usize) {
+        if VARLEN {
+            let at = |i: u32| info.load(z + i) as usize;
+            (at(0), at(1), at(2), at(3))
+        } else {
+            (0, p.seq_q as usize, 0, p.seq_k as usize)
+        }
+    };
+    // The grid covers the longest sequence; a block past its own leaves before any barrier.
+    // From opaque copies of the block index: shared with the roles, the 64-bit key index and
+    // offsets' address would stay live across `setmaxnreg`, where ptxas spills them.
+    if VARLEN {
+        let (x, seq) = (hint::opaque_u32(block_idx_x()), hint::opaque_u32(block_idx_z()));
+        if (x * BK) as usize >= super::bwd_v01_simt::varlen_seq(&p, seq as usize).3 {
+            return;
+        }
+    }
     let (heads, kv_heads) = (p.heads as usize, p.kv_heads as usize);
     // No division may panic (a call keeps ptxas from giving the consumers their `setmaxnreg`
     // registers): the launcher guarantees kv_heads >= 1, and per_head >= 1 whenever a tile
     // exists.
     let group = heads / kv_heads.max(1);
     let causal = p.causal != 0;
-    // The first query that sees key k0; every head of the group walks the same query tiles.
-    let i_first = if causal { (k0 + seq_q).saturating_sub(seq_k) } else { 0 };
-    let per_head = seq_q.saturating_sub(i_first).div_ceil(bq).max(1);
-    let tiles = if i_first < seq_q { (group * per_head) as u32 } else { 0 };
-    // Tile j: query head, its plane in the maps, and its first query.
-    let tile_at = |j: u32| -> (usize, usize) {
-        let h = kvh * group + j as usize / per_head;
-        (b * heads + h, i_first + (j as usize % per_head) * bq)
+    // The walk: from the first query that sees key k0, `per_head` query tiles for each query
+    // head of the group (every head walks the same ones), `tiles` in all.
+    let walk = |(_, seq_q, _, seq_k): (usize, usize, usize, usize)| -> (usize, usize, u32) {
+        let i_first = if causal { (k0 + seq_q).saturating_sub(seq_k) } else { 0 };
+        let per_head = seq_q.saturating_sub(i_first).div_ceil(bq).max(1);
+        (i_first, per_head, if i_first < seq_q { (group * per_head) as u32 } else { 0 })
+    };
+    // Tile j of the walk: its query head and first query.
+    let tile_at = |j: u32, (i_first, per_head, _): (usize, usize, u32)| -> (usize, usize) {
+        (kvh * group + j as usize / per_head, i_first + (j as usize % per_head) * bq)
     };
 
     let kv_full = Mbarrier::at(cfg.kv_full());
@@ -284,19 +334,31 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
             s += 1;
         }
         fence_mbarrier_init();
+        if VARLEN {
+            let (qs, seq_q, ks, seq_k) = super::bwd_v01_simt::varlen_seq(&p, b);
+            let mut i = 0;
+            while i < 4 {
+                info.store(i, [qs, seq_q, ks, seq_k][i as usize] as u32);
+                i += 1;
+            }
+        }
     }
     sync_threads();
 
     if wg == CONSUMERS {
         setmaxnreg_dec(cfg.regs.producer);
+        let plan = walk(seq_at(hint::opaque_u32(0)));
+        let tiles = plan.2;
         if tid.is_multiple_of(128) && tiles > 0 {
-            let map = |i: u64| TensorMap { addr: p.maps + i * TENSOR_MAP_BYTES as u64 };
+            // Varlen: four maps per sequence, each over that sequence's tokens only.
+            let first = if VARLEN { 4 * b as u64 } else { 0 };
+            let map = |i: u64| TensorMap { addr: p.maps + (first + i) * TENSOR_MAP_BYTES as u64 };
             let (q_map, k_map, v_map, do_map) = (map(0), map(1), map(2), map(3));
             fence_tensormap_acquire(q_map);
             fence_tensormap_acquire(k_map);
             fence_tensormap_acquire(v_map);
             fence_tensormap_acquire(do_map);
-            let kv_plane = (b * kv_heads + kvh) as i32;
+            let kv_plane = if VARLEN { kvh as i32 } else { (b * kv_heads + kvh) as i32 };
             kv_full.arrive_expect_tx(2 * cfg.kv_bytes());
             let mut pn = 0;
             while pn < cfg.panels() {
@@ -308,7 +370,9 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
             while j < tiles {
                 let (s, round) = (j % 2, j / 2);
                 empty(s).wait((round & 1) ^ 1);
-                let (plane, i0) = tile_at(j);
+                let (h, i0) = tile_at(j, plan);
+                // Varlen: sequence b's maps, one plane per head.
+                let plane = if VARLEN { h } else { b * heads + h };
                 qdo_full(s).arrive_expect_tx(2 * cfg.qd_bytes());
                 pn = 0;
                 while pn < cfg.panels() {
@@ -328,24 +392,31 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
     let (g, t) = (lane / 4, lane % 4);
     // This warp's first key; each lane's keys are rows g and g + 8 of its 16.
     let wk0 = k0 + 64 * wg as usize + 16 * warp as usize;
-    // The first query each of the lane's keys is visible to (causal), or none (past seq_k).
+    // The first query each of the lane's keys is visible to (causal), or none (past seq_k),
+    // and the first query from which the warp's tiles need no mask: `([diag; 2], until)`.
+    // Some key is past seq_k, or some query of the tile does not yet see the warp's last key.
     // 32-bit: the launcher keeps lengths within TMA's i32 coordinates.
-    let diag = |key: usize| -> i32 {
-        if key >= seq_k {
-            i32::MAX / 2
-        } else if causal {
-            key as i32 + seq_q as i32 - seq_k as i32
-        } else {
-            i32::MIN / 2
-        }
+    let key_mask = |(_, seq_q, _, seq_k): (usize, usize, usize, usize)| -> ([i32; 2], i32) {
+        let diag = |key: usize| -> i32 {
+            if key >= seq_k {
+                i32::MAX / 2
+            } else if causal {
+                key as i32 + seq_q as i32 - seq_k as i32
+            } else {
+                i32::MIN / 2
+            }
+        };
+        let key_diag = [diag(wk0 + g as usize), diag(wk0 + g as usize + 8)];
+        (key_diag, if wk0 + 16 > seq_k { i32::MAX } else { key_diag[0].max(key_diag[1]) })
     };
-    let key_diag = [diag(wk0 + g as usize), diag(wk0 + g as usize + 8)];
-    // The warp's tiles need the mask while some key is past seq_k or some query of the tile
-    // does not yet see the warp's last key.
-    let mask_until = if wk0 + 16 > seq_k { i32::MAX } else { key_diag[0].max(key_diag[1]) };
     let c = p.scale_log2;
     let atomic = p.atomic_dq != 0;
-    let dq_base = (p.batch * p.heads) as usize * seq_q;
+    // The dQ accumulator follows the `[planes, rows]` D rows in scratch (varlen: `heads`
+    // planes of the packed total).
+    let planes = if VARLEN { heads } else { (p.batch * p.heads) as usize };
+    let dq_base = planes * p.seq_q as usize;
+    let first = seq_at(hint::opaque_u32(0));
+    let (tiles, (key_diag, _)) = (walk(first).2, key_mask(first));
     let (dq_q0, dq_d0) = cfg.dq_part(wg);
 
     // Descriptors, from the shared byte `z` + offset (`z` is 0, see the loop). K-major: K and
@@ -383,8 +454,13 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
         // each iteration (a few integer ops each) instead of being hoisted out of the loop,
         // where each would hold two registers for the whole walk (ptxas spilled them).
         let z = hint::opaque_u32(j).wrapping_sub(j);
-        let (plane, i0) = tile_at(j);
-        let q_row0 = plane * seq_q;
+        let seq = seq_at(z);
+        let (h, i0) = tile_at(j, walk(seq));
+        // Recomputed per tile (varlen: one register fewer held through the loop).
+        let mask_until = key_mask(seq).1;
+        let (qs, seq_q, _, _) = seq;
+        // The tile's first row in the `[planes, rows]` lse, D and dQ.
+        let q_row0 = if VARLEN { h * p.seq_q as usize + qs } else { (b * heads + h) * seq_q };
         // This lane's columns' lse (base 2; +inf where no key or past seq_q) and D.
         let mut lse2 = [0.0f32; 4];
         let mut dd = [0.0f32; 4];
@@ -511,7 +587,8 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32>(p: Atte
     }
 
     // Epilogue: dK (times scale) and dV, each thread's pairs (keys g, g + 8; columns 8 i + 2 t).
-    let kv_row0 = (b * kv_heads + kvh) * seq_k;
+    let (_, _, ks, seq_k) = seq_at(hint::opaque_u32(0));
+    let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * kv_heads + kvh) * seq_k };
     let (dk, dv) = (dk.as_ref(), dv.as_ref());
     unroll16!(r < 2 => {
         let key = wk0 + g as usize + 8 * r;

@@ -23,7 +23,7 @@
 //! |---|---|
 //! | [`bwd_v01_simt`] | FlashAttention-2's backward on the CUDA cores: `D = rowsum(dO * O)` first, then a block per key tile recomputing P and keeping dK, dV in registers over all queries (and the query heads of its kv head); dQ by f32 atomics or, deterministic, a second pass over query tiles; head dims 32, 64, 96, 128 |
 //! | [`bwd_v02_mma`] | the same on `mma.sync` m16n8k16: per key tile 4 warps x 16 keys compute `S^T = K Q^T` and `dP^T = V dO^T`, re-pack `P^T` and `dS^T` in registers as the A fragments of `dV += P^T dO` and `dK += dS^T Q` (Q, dO by cp.async double-buffered, ldmatrix `.trans`), atomic dQ `= dS K` through `dS^T` in shared memory; the deterministic dQ pass is the forward's shape on mma; head dims 64 (64-query tiles) and 128 (32-query tiles, the register budget); 16-byte aligned views |
-//! | [`bwd_v03_wgmma`] | sm_90a: FlashAttention-3's dK/dV pass, 128 keys per block: TMA loads K and V once and streams Q and dO through a 2-stage mbarrier ring, two consumer warpgroups of 64 keys compute `S^T`, `dP^T` by wgmma from shared memory and `dV`, `dK` by wgmma with `P^T`, `dS^T` from registers, dQ by wgmma from `dS^T` in shared memory and f32 atomics; the deterministic dQ pass is v02's; head dims 64 and 128, dense batches |
+//! | [`bwd_v03_wgmma`] | sm_90a: FlashAttention-3's dK/dV pass, 128 keys per block: TMA loads K and V once and streams Q and dO through a 2-stage mbarrier ring, two consumer warpgroups of 64 keys compute `S^T`, `dP^T` by wgmma from shared memory and `dV`, `dK` by wgmma with `P^T`, `dS^T` from registers, dQ by wgmma from `dS^T` in shared memory and f32 atomics; the deterministic dQ pass is v02's; head dims 64 and 128; varlen through per-sequence tensor maps |
 //!
 //! The backward over a variable-length batch ([`BackwardKernel::varlen`], the forward's
 //! `cu_seqlens_q/k` layout) has its own `dkdv` and `dq` entry points (`VARLEN`), so the dense
@@ -144,7 +144,8 @@ pub struct AttentionBwdParams<T> {
     pub cu_seqlens_q: crate::device::Global<i32>,
     pub cu_seqlens_k: crate::device::Global<i32>,
     /// TMA versions ([`BackwardKernel::tma`]): the address of the Q, K, V and dO tensor maps,
-    /// [`crate::device::hopper::TENSOR_MAP_BYTES`] apart; 0 for the others.
+    /// [`crate::device::hopper::TENSOR_MAP_BYTES`] apart (varlen: those four per sequence,
+    /// each over the sequence's own tokens); 0 for the others.
     pub maps: u64,
 }
 
@@ -256,13 +257,18 @@ crate::kernels! {
     /// `dK += dS^T Q` mis-laid (registers 1 and 2 swapped: keys g + 8 and queries 2t + 8 exchanged).
     ATTENTION_BUG_BWD_V02_SWAPPED_DS = attention_bug_bwd_v02_swapped_ds(AttentionBwdParams<Bf16>) => bwd_v02_mma::dkdv::<Bf16, 64, 4, 8, 64, 8, true, false>;
     /// Backward v03 (sm_90a: TMA, wgmma, warp specialization), head dims 64 and 128.
-    ATTENTION_BWD_V03_DKDV_D64_BF16 = attention_bwd_v03_wgmma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }>;
-    ATTENTION_BWD_V03_DKDV_D64_F16 = attention_bwd_v03_wgmma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }>;
-    ATTENTION_BWD_V03_DKDV_D128_BF16 = attention_bwd_v03_wgmma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }>;
-    ATTENTION_BWD_V03_DKDV_D128_F16 = attention_bwd_v03_wgmma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }>;
+    ATTENTION_BWD_V03_DKDV_D64_BF16 = attention_bwd_v03_wgmma_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }, false>;
+    ATTENTION_BWD_V03_DKDV_D64_F16 = attention_bwd_v03_wgmma_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }, false>;
+    ATTENTION_BWD_V03_DKDV_D128_BF16 = attention_bwd_v03_wgmma_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }, false>;
+    ATTENTION_BWD_V03_DKDV_D128_F16 = attention_bwd_v03_wgmma_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }, false>;
+    /// Backward v03 over a variable-length batch (`cu_seqlens_q/k`), head dims 64 and 128.
+    ATTENTION_BWD_V03_VARLEN_DKDV_D64_BF16 = attention_bwd_v03_wgmma_varlen_dkdv_d64_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }, true>;
+    ATTENTION_BWD_V03_VARLEN_DKDV_D64_F16 = attention_bwd_v03_wgmma_varlen_dkdv_d64_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::NO_BUG }, true>;
+    ATTENTION_BWD_V03_VARLEN_DKDV_D128_BF16 = attention_bwd_v03_wgmma_varlen_dkdv_d128_bf16(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }, true>;
+    ATTENTION_BWD_V03_VARLEN_DKDV_D128_F16 = attention_bwd_v03_wgmma_varlen_dkdv_d128_f16(AttentionBwdParams<F16>) => bwd_v03_wgmma::dkdv::<F16, bwd_v03_wgmma::D128, 8, { bwd_v03_wgmma::NO_BUG }, true>;
     /// Deliberately wrong (tests only): backward v03 head dim 64 writing `dS^T` without the
     /// swizzle the dQ wgmma reads it with.
-    ATTENTION_BUG_BWD_V03_DS_UNSWIZZLED = attention_bug_bwd_v03_ds_unswizzled(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::BUG_DS_UNSWIZZLED }>;
+    ATTENTION_BUG_BWD_V03_DS_UNSWIZZLED = attention_bug_bwd_v03_ds_unswizzled(AttentionBwdParams<Bf16>) => bwd_v03_wgmma::dkdv::<Bf16, bwd_v03_wgmma::D64, 16, { bwd_v03_wgmma::BUG_DS_UNSWIZZLED }, false>;
 }
 
 /// One kernel of a version: the head dims it computes and how the launcher runs it.
@@ -676,13 +682,14 @@ const F16_BWD_V01: BackwardKernels<F16> = BackwardKernels {
     dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
 };
 
-/// v01's varlen kernels, with `dkdv` and `dq` given (the correct ones or a deliberate bug's).
+/// Both dtypes' kernel sets from their `[dkdv, dq]` pairs, with v01's row passes
+/// (`preprocess`, `dq_convert`: memory-bound, every version shares them).
 #[cfg(not(target_arch = "nvptx64"))]
-const fn v01_varlen(
+const fn with_row_passes(
     bf16: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
     f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
-) -> Option<BackwardVarlen> {
-    Some(BackwardVarlen {
+) -> BackwardVarlen {
+    BackwardVarlen {
         bf16: BackwardKernels {
             preprocess: &ATTENTION_BWD_PRE_BF16,
             dkdv: bf16[0],
@@ -695,7 +702,17 @@ const fn v01_varlen(
             dq: f16[1],
             dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
         },
-    })
+    }
+}
+
+/// A version's varlen kernels, with `dkdv` and `dq` given (the correct ones or a deliberate
+/// bug's).
+#[cfg(not(target_arch = "nvptx64"))]
+const fn varlen_kernels(
+    bf16: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
+    f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+) -> Option<BackwardVarlen> {
+    Some(with_row_passes(bf16, f16))
 }
 
 /// v02's kernels of one head dim: its own `dkdv` and `dq`, v01's `preprocess` and
@@ -707,20 +724,11 @@ const fn bwd_v02(
     dkdv_f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
     varlen: Option<BackwardVarlen>,
 ) -> BackwardKernel {
+    let BackwardVarlen { bf16, f16 } = with_row_passes(dkdv, dkdv_f16);
     BackwardKernel {
         head_dims: one_head_dim(t.d),
-        bf16: BackwardKernels {
-            preprocess: &ATTENTION_BWD_PRE_BF16,
-            dkdv: dkdv[0],
-            dq: dkdv[1],
-            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
-        },
-        f16: BackwardKernels {
-            preprocess: &ATTENTION_BWD_PRE_F16,
-            dkdv: dkdv_f16[0],
-            dq: dkdv_f16[1],
-            dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
-        },
+        bf16,
+        f16,
         block_k: bwd_v02_mma::BK,
         block_q: bwd_v02_mma::BM,
         threads: t.threads(),
@@ -736,28 +744,20 @@ const fn bwd_v02(
 }
 
 /// v03's kernels of one head dim: its own `dkdv` (TMA, sm_90a), v02's deterministic `dq`
-/// pass for the same head dim, v01's row passes. Dense batches only.
+/// pass for the same head dim (dense and varlen), v01's row passes.
 #[cfg(not(target_arch = "nvptx64"))]
 const fn bwd_v03(
     t: bwd_v03_wgmma::BwdWgmmaTiling,
     dkdv: [&'static crate::KernelDef<AttentionBwdParams<Bf16>>; 2],
     dkdv_f16: [&'static crate::KernelDef<AttentionBwdParams<F16>>; 2],
+    varlen: Option<BackwardVarlen>,
 ) -> BackwardKernel {
     let dq = bwd_v02_mma::tiling(t.d as usize);
+    let BackwardVarlen { bf16, f16 } = with_row_passes(dkdv, dkdv_f16);
     BackwardKernel {
         head_dims: one_head_dim(t.d),
-        bf16: BackwardKernels {
-            preprocess: &ATTENTION_BWD_PRE_BF16,
-            dkdv: dkdv[0],
-            dq: dkdv[1],
-            dq_convert: &ATTENTION_BWD_DQ_CONVERT_BF16,
-        },
-        f16: BackwardKernels {
-            preprocess: &ATTENTION_BWD_PRE_F16,
-            dkdv: dkdv_f16[0],
-            dq: dkdv_f16[1],
-            dq_convert: &ATTENTION_BWD_DQ_CONVERT_F16,
-        },
+        bf16,
+        f16,
         block_k: bwd_v03_wgmma::BK,
         block_q: bwd_v02_mma::BM,
         threads: t.threads(),
@@ -767,7 +767,7 @@ const fn bwd_v03(
         dkdv_shared_bytes: t.shared_bytes(),
         dq_shared_bytes: dq.dq_shared_bytes(),
         align16: true,
-        varlen: None,
+        varlen,
         tma: Some(AttentionTma { q_box: t.q_box(), kv_box: t.kv_box() }),
     }
 }
@@ -781,7 +781,7 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
         kernels: &[bwd_v01(
             BF16_BWD_V01,
             F16_BWD_V01,
-            v01_varlen(
+            varlen_kernels(
                 [&ATTENTION_BWD_V01_VARLEN_DKDV_BF16, &ATTENTION_BWD_V01_VARLEN_DQ_BF16],
                 [&ATTENTION_BWD_V01_VARLEN_DKDV_F16, &ATTENTION_BWD_V01_VARLEN_DQ_F16],
             ),
@@ -796,7 +796,7 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 [&ATTENTION_BWD_V02_DKDV_D64_BF16, &ATTENTION_BWD_V02_DQ_D64_BF16],
                 [&ATTENTION_BWD_V02_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
                 // The row passes are v01's, as in the dense set.
-                v01_varlen(
+                varlen_kernels(
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D64_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16],
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D64_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_F16],
                 ),
@@ -805,7 +805,7 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 bwd_v02_mma::TILING_D128,
                 [&ATTENTION_BWD_V02_DKDV_D128_BF16, &ATTENTION_BWD_V02_DQ_D128_BF16],
                 [&ATTENTION_BWD_V02_DKDV_D128_F16, &ATTENTION_BWD_V02_DQ_D128_F16],
-                v01_varlen(
+                varlen_kernels(
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16],
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D128_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_F16],
                 ),
@@ -814,7 +814,7 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 bwd_v02_mma::TILING_D256,
                 [&ATTENTION_BWD_V02_DKDV_D256_BF16, &ATTENTION_BWD_V02_DQ_D256_BF16],
                 [&ATTENTION_BWD_V02_DKDV_D256_F16, &ATTENTION_BWD_V02_DQ_D256_F16],
-                v01_varlen(
+                varlen_kernels(
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_BF16],
                     [&ATTENTION_BWD_V02_VARLEN_DKDV_D256_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D256_F16],
                 ),
@@ -829,11 +829,19 @@ pub const BACKWARD_VERSIONS: &[AttentionBackwardVersion] = &[
                 bwd_v03_wgmma::TILING_D64,
                 [&ATTENTION_BWD_V03_DKDV_D64_BF16, &ATTENTION_BWD_V02_DQ_D64_BF16],
                 [&ATTENTION_BWD_V03_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+                varlen_kernels(
+                    [&ATTENTION_BWD_V03_VARLEN_DKDV_D64_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_BF16],
+                    [&ATTENTION_BWD_V03_VARLEN_DKDV_D64_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D64_F16],
+                ),
             ),
             bwd_v03(
                 bwd_v03_wgmma::TILING_D128,
                 [&ATTENTION_BWD_V03_DKDV_D128_BF16, &ATTENTION_BWD_V02_DQ_D128_BF16],
                 [&ATTENTION_BWD_V03_DKDV_D128_F16, &ATTENTION_BWD_V02_DQ_D128_F16],
+                varlen_kernels(
+                    [&ATTENTION_BWD_V03_VARLEN_DKDV_D128_BF16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_BF16],
+                    [&ATTENTION_BWD_V03_VARLEN_DKDV_D128_F16, &ATTENTION_BWD_V02_VARLEN_DQ_D128_F16],
+                ),
             ),
         ],
     },
@@ -867,7 +875,7 @@ pub const BUG_BWD_VARLEN_TOP_LEFT: AttentionBackwardVersion = AttentionBackwardV
     kernels: &[bwd_v01(
         BF16_BWD_V01,
         F16_BWD_V01,
-        v01_varlen(
+        varlen_kernels(
             [&ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DKDV, &ATTENTION_BUG_BWD_VARLEN_TOP_LEFT_DQ],
             [&ATTENTION_BWD_V01_VARLEN_DKDV_F16, &ATTENTION_BWD_V01_VARLEN_DQ_F16],
         ),
@@ -900,6 +908,7 @@ pub const BUG_BWD_V03_DS_UNSWIZZLED: AttentionBackwardVersion = AttentionBackwar
         bwd_v03_wgmma::TILING_D64,
         [&ATTENTION_BUG_BWD_V03_DS_UNSWIZZLED, &ATTENTION_BWD_V02_DQ_D64_BF16],
         [&ATTENTION_BWD_V03_DKDV_D64_F16, &ATTENTION_BWD_V02_DQ_D64_F16],
+        None,
     )],
 };
 
