@@ -53,16 +53,25 @@ def render():
         for m in paged:
             out.append(f"| {m['version']} | {m['shape']} | {m['median_ms']:.4f} | {m['gbps']:.1f} | "
                        f"{m['baseline_gbps']:.1f} | {m['ratio']:.3f} |")
-    attention = doc.get("attention") or []
-    if attention:
-        out += ["", "Attention forward (bf16) against PyTorch's scaled_dot_product_attention in the same run:", "",
-                "| version | shape | causal | median ms | TFLOP/s | PyTorch TFLOP/s | ratio to PyTorch |",
-                "|---|---|---|---:|---:|---:|---:|"]
-        fmt = lambda v, f: "n/a" if v is None else format(v, f)
-        for a in attention:
-            out.append(f"| {a['version']} | {a['shape']} | {a['causal']} | {a['median_ms']:.4f} | {a['tflops']:.2f} | "
-                       f"{fmt(a.get('torch_tflops'), '.2f')} | {fmt(a.get('ratio'), '.3f')} |")
+    out += attention_table(doc.get("attention"), "Attention forward (bf16) against PyTorch's "
+                           "scaled_dot_product_attention in the same run:")
+    out += attention_table(doc.get("attention_backward"), "Attention backward (bf16; dQ, dK, dV from dO, O and "
+                           "the log-sum-exp; TFLOP/s count 2.5x the forward's FLOPs) against the backward of "
+                           "PyTorch's scaled_dot_product_attention in the same run:")
     return "\n".join(out) + "\n"
+
+
+def attention_table(rows, title):
+    """The README lines of one attention section (none when the run has no rows for it)."""
+    if not rows:
+        return []
+    out = ["", title, "", "| version | shape | causal | median ms | TFLOP/s | PyTorch TFLOP/s | ratio to PyTorch |",
+           "|---|---|---|---:|---:|---:|---:|"]
+    fmt = lambda v, f: "n/a" if v is None else format(v, f)
+    for a in rows:
+        out.append(f"| {a['version']} | {a['shape']} | {a['causal']} | {a['median_ms']:.4f} | {a['tflops']:.2f} | "
+                   f"{fmt(a.get('torch_tflops'), '.2f')} | {fmt(a.get('ratio'), '.3f')} |")
+    return out
 
 
 def main():

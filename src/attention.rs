@@ -591,18 +591,25 @@ pub struct VarlenCase {
     pub seed: u64,
 }
 
+/// `cu_seqlens_q` and `cu_seqlens_k` of a packed batch whose sequence `b` has `lens[b] =
+/// (seq_q, seq_k)`: each starts at 0 and adds one length per sequence. Test and bench inputs
+/// only (lengths that fit in i32); the public entry points check the offsets they are given.
+pub fn cu_seqlens(lens: &[(usize, usize)]) -> (Vec<i32>, Vec<i32>) {
+    let (mut cu_q, mut cu_k) = (vec![0i32], vec![0i32]);
+    for &(lq, lk) in lens {
+        cu_q.push(cu_q[cu_q.len() - 1] + lq as i32);
+        cu_k.push(cu_k[cu_k.len() - 1] + lk as i32);
+    }
+    (cu_q, cu_k)
+}
+
 fn check_varlen_t<T: AttentionFloat>(
     ctx: &Context,
     case: &VarlenCase,
     version: Option<&AttentionVersion>,
 ) -> Result<Report> {
     let (h, hk, d) = (case.heads, case.kv_heads, case.head_dim);
-    let mut cu_q = vec![0i32];
-    let mut cu_k = vec![0i32];
-    for &(lq, lk) in &case.lens {
-        cu_q.push(cu_q.last().unwrap() + lq as i32);
-        cu_k.push(cu_k.last().unwrap() + lk as i32);
-    }
+    let (cu_q, cu_k) = cu_seqlens(&case.lens);
     let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
     let mut rng = SmallRng::seed_from_u64(case.seed);
     let mut draw = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.random_range(-2.0..2.0))).collect() };
@@ -840,20 +847,13 @@ pub fn time_varlen<T: AttentionFloat>(
     c: &VarlenBenchCase<'_>,
 ) -> Result<f64> {
     let VarlenBenchCase { lens, heads, head_dim, causal, .. } = *c;
-    let offsets = |pick: fn(&(usize, usize)) -> usize| -> Vec<i32> {
-        let mut cu = vec![0i32];
-        for l in lens {
-            cu.push(cu.last().expect("starts at 0") + pick(l) as i32);
-        }
-        cu
-    };
-    let (cu_q, cu_k) = (offsets(|l| l.0), offsets(|l| l.1));
+    let (cu_q, cu_k) = cu_seqlens(lens);
     let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
-    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+    let fill = |n: usize, salt: usize| crate::bench::pattern::<T>(n, salt);
     let (q, k, v) = (
-        ctx.upload(&fill(heads * tq * head_dim))?,
-        ctx.upload(&fill(heads * tk * head_dim))?,
-        ctx.upload(&fill(heads * tk * head_dim))?,
+        ctx.upload(&fill(heads * tq * head_dim, 0))?,
+        ctx.upload(&fill(heads * tk * head_dim, 1))?,
+        ctx.upload(&fill(heads * tk * head_dim, 2))?,
     );
     let mut o = ctx.alloc::<T>(heads * tq * head_dim)?;
     let mut lse = ctx.alloc::<f32>(heads * tq)?;
@@ -887,8 +887,9 @@ pub fn time<T: AttentionFloat>(
     s: AttentionShape,
     causal: bool,
 ) -> Result<f64> {
-    let fill = |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
-    let (q, k, v) = (ctx.upload(&fill(s.q_len()))?, ctx.upload(&fill(s.kv_len()))?, ctx.upload(&fill(s.kv_len()))?);
+    let fill = |n: usize, salt: usize| crate::bench::pattern::<T>(n, salt);
+    let (q, k, v) =
+        (ctx.upload(&fill(s.q_len(), 0))?, ctx.upload(&fill(s.kv_len(), 1))?, ctx.upload(&fill(s.kv_len(), 2))?);
     let mut o = ctx.alloc::<T>(s.q_len())?;
     let mut lse = ctx.alloc::<f32>(s.lse_len())?;
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
@@ -950,12 +951,19 @@ impl VarlenBenchCase<'_> {
 /// PyTorch's forward times for variable-length batches: `scaled_dot_product_attention` on
 /// nested jagged tensors, which PyTorch runs on its variable-length FlashAttention kernel.
 pub fn torch_varlen_baseline(cases: &[VarlenBenchCase<'_>]) -> TorchTimes {
+    torch_varlen_baseline_pass(cases, false)
+}
+
+/// As [`torch_varlen_baseline`], timing the forward or (`backward`) the backward alone
+/// (autograd through the nested tensors, the graph kept from one forward).
+pub fn torch_varlen_baseline_pass(cases: &[VarlenBenchCase<'_>], backward: bool) -> TorchTimes {
     run_torch(
         cases
             .iter()
             .map(|c| {
                 serde_json::json!({"batch": c.lens.len(), "heads": c.heads, "kv_heads": c.heads, "seq_q": 0,
-                    "seq_k": 0, "head_dim": c.head_dim, "causal": c.causal, "dtype": c.dtype, "varlen": c.lens})
+                    "seq_k": 0, "head_dim": c.head_dim, "causal": c.causal, "dtype": c.dtype, "varlen": c.lens,
+                    "backward": backward})
             })
             .collect(),
     )

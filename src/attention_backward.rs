@@ -843,12 +843,7 @@ pub struct VarlenBackwardCase {
 impl VarlenBackwardCase {
     /// `cu_seqlens_q`, `cu_seqlens_k` of the lengths.
     pub fn offsets(&self) -> (Vec<i32>, Vec<i32>) {
-        let (mut cu_q, mut cu_k) = (vec![0i32], vec![0i32]);
-        for &(lq, lk) in &self.lens {
-            cu_q.push(cu_q[cu_q.len() - 1] + lq as i32);
-            cu_k.push(cu_k[cu_k.len() - 1] + lk as i32);
-        }
-        (cu_q, cu_k)
+        attention::cu_seqlens(&self.lens)
     }
     /// Total query and key tokens.
     pub fn totals(&self) -> (usize, usize) {
@@ -982,9 +977,7 @@ pub fn time<T: BackwardFloat>(
     causal: bool,
     opts: BackwardOptions,
 ) -> Result<f64> {
-    let fill = |n: usize, k: usize| -> Vec<T> {
-        (0..n).map(|i| T::from_f64((((i + k) * 7919) % 1000) as f64 * 0.002 - 1.0)).collect()
-    };
+    let fill = crate::bench::pattern::<T>;
     let (q, k, v) =
         (ctx.upload(&fill(s.q_len(), 0))?, ctx.upload(&fill(s.kv_len(), 1))?, ctx.upload(&fill(s.kv_len(), 2))?);
     let d_o = ctx.upload(&fill(s.q_len(), 3))?;
@@ -998,6 +991,52 @@ pub fn time<T: BackwardFloat>(
         let input = AttentionBackwardInput { forward: fwd, o: o.as_view(), d_o: d_o.as_view(), lse: lse.as_view() };
         let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
         attention_backward_with(ctx, version, input, grads, opts)
+    })?;
+    Ok(crate::bench::median(&t))
+}
+
+/// FLOPs of the backward on a variable-length batch: 2.5 times the forward's.
+pub fn varlen_flops(c: &attention::VarlenBenchCase<'_>) -> f64 {
+    2.5 * c.flops()
+}
+
+/// Times the variable-length backward of `version` on `c` (median of [`crate::bench::REPS`],
+/// L2 flushed before each run), each run a whole [`attention_varlen_backward_with`] call, so
+/// it includes what the call does on the host (the offsets' upload; v03's per-sequence tensor
+/// maps). O and lse come from one forward run first.
+pub fn time_varlen<T: BackwardFloat>(
+    ctx: &Context,
+    version: &AttentionBackwardVersion,
+    c: &attention::VarlenBenchCase<'_>,
+    opts: BackwardOptions,
+) -> Result<f64> {
+    let attention::VarlenBenchCase { lens, heads, head_dim, causal, .. } = *c;
+    let (cu_q, cu_k) = attention::cu_seqlens(lens);
+    let (tq, tk) = (cu_q[lens.len()] as usize, cu_k[lens.len()] as usize);
+    let (q_len, kv_len) = (heads * tq * head_dim, heads * tk * head_dim);
+    let fill = crate::bench::pattern::<T>;
+    let (q, k, v) = (ctx.upload(&fill(q_len, 0))?, ctx.upload(&fill(kv_len, 1))?, ctx.upload(&fill(kv_len, 2))?);
+    let d_o = ctx.upload(&fill(q_len, 3))?;
+    let mut o = ctx.alloc::<T>(q_len)?;
+    let mut lse = ctx.alloc::<f32>(heads * tq)?;
+    let forward = VarlenInput {
+        q: q.as_view(),
+        k: k.as_view(),
+        v: v.as_view(),
+        cu_seqlens_q: &cu_q,
+        cu_seqlens_k: &cu_k,
+        heads,
+        kv_heads: heads,
+        head_dim,
+        causal,
+        scale: None,
+    };
+    attention::attention_varlen(ctx, forward, o.as_view_mut(), lse.as_view_mut())?;
+    let (mut dq, mut dk, mut dv) = (ctx.alloc::<T>(q_len)?, ctx.alloc::<T>(kv_len)?, ctx.alloc::<T>(kv_len)?);
+    let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
+        let input = VarlenBackwardInput { forward, o: o.as_view(), d_o: d_o.as_view(), lse: lse.as_view() };
+        let grads = AttentionGrads { dq: dq.as_view_mut(), dk: dk.as_view_mut(), dv: dv.as_view_mut() };
+        attention_varlen_backward_with(ctx, version, input, grads, opts)
     })?;
     Ok(crate::bench::median(&t))
 }

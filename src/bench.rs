@@ -12,6 +12,12 @@ use half::{bf16, f16};
 pub const REPS: usize = 20;
 pub const WARMUP: usize = 3;
 
+/// Bench input: `n` values in [-1, 1) from a fixed pattern (`salt` shifts it, so tensors of
+/// one call differ), finite in every dtype and the same in every run.
+pub fn pattern<T: Float>(n: usize, salt: usize) -> Vec<T> {
+    (0..n).map(|i| T::from_f64((((i + salt) * 7919) % 1000) as f64 * 0.002 - 1.0)).collect()
+}
+
 /// One row of the bench table / JSON.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Measurement {

@@ -876,12 +876,11 @@ impl<T: PagedFloat> BenchData<T> {
         let mut pages: Vec<i32> = (0..s.num_pages as i32).collect();
         pages.shuffle(&mut SmallRng::seed_from_u64(7));
         let context_lens = vec![shape.context as i32; s.batch];
-        let fill =
-            |n: usize| -> Vec<T> { (0..n).map(|i| T::from_f64(((i * 7919) % 1000) as f64 * 0.002 - 1.0)).collect() };
+        let fill = crate::bench::pattern::<T>;
         Ok(BenchData {
-            q: ctx.upload(&fill(s.q_elems()))?,
-            k_cache: ctx.upload(&fill(s.cache_len()))?,
-            v_cache: ctx.upload(&fill(s.cache_len()))?,
+            q: ctx.upload(&fill(s.q_elems(), 0))?,
+            k_cache: ctx.upload(&fill(s.cache_len(), 1))?,
+            v_cache: ctx.upload(&fill(s.cache_len(), 2))?,
             o: ctx.alloc::<T>(s.q_elems())?,
             tables: PagedTables::new(ctx, &s, &pages, &context_lens)?,
             context_lens,

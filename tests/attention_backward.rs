@@ -9,7 +9,8 @@
 //! check must reject. The variable-length backward likewise: random packed sequence-length
 //! sets (empty, single-token, q != k), head dims 32-256, GQA/MQA, both dQ paths, each sequence
 //! against the dense reference; its determinism, its launcher choice, and a variant with the
-//! causal mask aligned top-left per sequence that the check must reject.
+//! causal mask aligned top-left per sequence that the check must reject. Last, the bench
+//! timers' setup (inputs, the forward) for the dense and variable-length backward.
 
 mod common;
 
@@ -648,5 +649,36 @@ fn a_device_with_less_shared_memory_gets_a_version_that_fits_or_a_clear_refusal(
     // Limits outside 48 KB ..= 227 KB are refused.
     for bad in [0, 1000, 300_000] {
         assert!(Context::emulator_with_shared_limit(bad).is_err(), "{bad} bytes accepted");
+    }
+}
+
+#[test]
+fn the_bench_timers_set_up_valid_calls() {
+    // `time` and `time_varlen` build their inputs and run the forward before they time the
+    // backward: on the emulator that setup must pass every check and stop only at the timer
+    // (the emulator does not model time); on a GPU they time and return a positive median.
+    use ferrokern::attention::VarlenBenchCase;
+    use ferrokern::attention_backward::{time, time_varlen};
+    let lens = [(40, 40), (0, 0), (70, 70)];
+    for ctx in common::backends("the_bench_timers_set_up_valid_calls") {
+        for v in versions_for(64) {
+            if let Some(why) = unavailable(&ctx, v, 64, BackwardOptions::default()) {
+                println!("SKIP: {why}");
+                continue;
+            }
+            let dense = time::<half::bf16>(&ctx, v, shape(1, 2, 2, 50, 50, 64), true, BackwardOptions::default());
+            let varlen = v.varlen_kernel(64).map(|_| {
+                let c = VarlenBenchCase { lens: &lens, heads: 2, head_dim: 64, causal: true, dtype: "bf16" };
+                time_varlen::<half::bf16>(&ctx, v, &c, BackwardOptions::default())
+            });
+            for (what, r) in [("time", Some(dense)), ("time_varlen", varlen)] {
+                match (r, ctx.backend() == ferrokern::Backend::Gpu) {
+                    (None, _) => {}
+                    (Some(Ok(ms)), true) => assert!(ms.is_finite() && ms > 0.0, "{} {what}: {ms} ms", v.name),
+                    (Some(Err(e)), false) if e.to_string().contains("timing needs the GPU backend") => {}
+                    (Some(r), _) => panic!("{} {what} on {}: {r:?}", v.name, ctx.backend()),
+                }
+            }
+        }
     }
 }

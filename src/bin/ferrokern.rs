@@ -1882,8 +1882,85 @@ fn attention_backward_bench(ctx: &Context, ok: &mut bool) -> Vec<ferrokern::atte
             }
         }
     }
+    attention_backward_varlen_bench(ctx, &checked, &mut rows, ok);
     print_attention_table("attn bwd", &rows);
     rows
+}
+
+/// The backward's variable-length rows: the forward's packed batch ([`att::BENCH_VARLEN_LENS`],
+/// [`att::BENCH_VARLEN_SHAPES`]), every checked tensor-core backward version with
+/// variable-length kernels for the head dim (the default atomic dQ path), against the
+/// backward of PyTorch's attention on the same sequences as nested jagged tensors.
+fn attention_backward_varlen_bench(
+    ctx: &Context,
+    checked: &[&'static ferrokern::attention_backward::AttentionBackwardVersion],
+    rows: &mut Vec<ferrokern::attention::AttentionMeasurement>,
+    ok: &mut bool,
+) {
+    use ferrokern::attention as att;
+    use ferrokern::attention_backward::{self as bwd, BackwardOptions, VarlenBackwardCase};
+    // Each version's variable-length kernels pass a small packed check (both dQ paths) first.
+    let mut passed = Vec::new();
+    for &v in checked.iter().filter(|v| v.tensor_cores) {
+        for &(_, head_dim) in att::BENCH_VARLEN_SHAPES {
+            if v.varlen_kernel(head_dim).is_none() || passed.contains(&(v.name, head_dim)) {
+                continue;
+            }
+            let mut good = true;
+            for deterministic in [false, true] {
+                let case = VarlenBackwardCase {
+                    dtype: DType::BF16,
+                    heads: 2,
+                    kv_heads: 1,
+                    head_dim,
+                    lens: vec![(100, 100), (0, 3), (37, 170)],
+                    causal: true,
+                    deterministic,
+                    seed: 5,
+                };
+                let what = format!("attention_backward varlen {} d{head_dim} deterministic={deterministic}", v.name);
+                good &= passes_check(&what, bwd::check_varlen_backward(ctx, &case, Some(v)), ok);
+            }
+            if good {
+                passed.push((v.name, head_dim));
+            }
+        }
+    }
+    if passed.is_empty() {
+        println!("attention_backward varlen: no version passed its check; no varlen rows");
+        return;
+    }
+    let lens: Vec<(usize, usize)> = att::BENCH_VARLEN_LENS.iter().map(|&l| (l, l)).collect();
+    let cases: Vec<_> = att::BENCH_VARLEN_SHAPES
+        .iter()
+        .filter(|&&(_, head_dim)| passed.iter().any(|&(_, d)| d == head_dim))
+        .flat_map(|&(heads, head_dim)| {
+            [false, true].map(|causal| att::VarlenBenchCase { lens: &lens, heads, head_dim, causal, dtype: "bf16" })
+        })
+        .collect();
+    let torch = att::torch_varlen_baseline_pass(&cases, true);
+    if let Err(why) = &torch {
+        println!("attention_backward varlen baseline: PyTorch unavailable ({why}); kernel times only");
+    }
+    let total: usize = lens.iter().map(|l| l.0).sum();
+    for (i, c) in cases.iter().enumerate() {
+        let (shape, causal) = (format!("varlen{} t{total} h{} d{}", lens.len(), c.heads, c.head_dim), c.causal);
+        let torch_ms = torch_time("attention_backward varlen", &torch, i, &format!("{shape} causal={causal}"));
+        for &v in checked {
+            if !passed.contains(&(v.name, c.head_dim)) {
+                continue;
+            }
+            match bwd::time_varlen::<half::bf16>(ctx, v, c, BackwardOptions::default()) {
+                Ok(ms) => {
+                    rows.push(attention_row(v.name, shape.clone(), causal, c.dtype, ms, bwd::varlen_flops(c), torch_ms))
+                }
+                Err(e) => {
+                    println!("attention_backward varlen {} {shape} causal={causal}: {e}", v.name);
+                    *ok = false;
+                }
+            }
+        }
+    }
 }
 
 /// The attention backward part of the emulator sweep: odd, unequal lengths, GQA, both dtypes,
