@@ -95,7 +95,7 @@ step() {
 step "info --sass" 30 "$out/info.txt" "$here/ferrokern" info --sass
 # Tests: the ones that confirm layouts and the new paths on hardware first.
 done_tests=""
-order="mma gemm_tc attention paged_decode elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input emulator ptxas"
+order="mma gemm_tc attention attention_backward paged_decode elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input emulator ptxas"
 for name in $order $(ls "$here/tests"); do
   t="$here/tests/$name"
   [ -x "$t" ] || continue
@@ -112,8 +112,8 @@ if command -v compute-sanitizer >/dev/null 2>&1 && [ "${SANITIZE:-1}" = 1 ]; the
   export FERROKERN_CASES="${SANITIZE_CASES:-6}"
   for tool in memcheck racecheck synccheck initcheck; do
     case "$tool" in
-      memcheck|initcheck) bins="gemm_tc attention paged_decode elementwise reduce softmax cross_entropy norm gemm mma concurrency" ;;
-      *) bins="gemm_tc attention paged_decode reduce softmax norm gemm" ;;
+      memcheck|initcheck) bins="gemm_tc attention attention_backward paged_decode elementwise reduce softmax cross_entropy norm gemm mma concurrency" ;;
+      *) bins="gemm_tc attention attention_backward paged_decode reduce softmax norm gemm" ;;
     esac
     for b in $bins; do
       [ -x "$here/tests/$b" ] || continue
