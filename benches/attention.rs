@@ -5,23 +5,16 @@
 //! PyTorch's SDPA, runs in `ferrokern bench` (a Python process), not here. Without a GPU:
 //! `SKIP:` and a clean exit.
 
+#[path = "common/gpu.rs"]
+mod gpu;
+
 use criterion::{Criterion, Throughput};
 use ferrokern::attention::{self, AttentionInput, AttentionShape, VERSIONS};
-use ferrokern::{BackendChoice, Context, Result};
 use half::bf16;
-use std::time::Duration;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 fn main() {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the attention benches need a GPU");
-            return;
-        }
+    let Some(ctx) = gpu::context("attention") else {
+        return;
     };
     let mut c = Criterion::default().configure_from_args();
     for head_dim in [64, 128] {
@@ -47,7 +40,7 @@ fn main() {
                 }
                 g.bench_function(version.name, |b| {
                     b.iter_custom(|iters| {
-                        gpu_time(&ctx, iters, || {
+                        gpu::time(&ctx, iters, || {
                             let input = AttentionInput {
                                 q: q.as_view(),
                                 k: k.as_view(),

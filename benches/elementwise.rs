@@ -2,16 +2,14 @@
 //! device-to-device copy moving the same bytes). Timed with CUDA events inside `iter_custom`.
 //! Without a GPU they print `SKIP:` and exit cleanly; the emulator does not model time.
 
+#[path = "common/gpu.rs"]
+mod gpu;
+
 use criterion::{Criterion, Throughput};
 use ferrokern::elementwise::{self as ew, Op};
-use ferrokern::{BackendChoice, Context, DeviceBuffer, Result};
-use std::time::Duration;
+use ferrokern::{Context, DeviceBuffer};
 
 const N: usize = 1 << 24;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 fn bench_op(c: &mut Criterion, ctx: &Context, op: Op) {
     let a: DeviceBuffer<f32> = ctx.upload(&vec![0.5f32; N]).unwrap();
@@ -24,7 +22,7 @@ fn bench_op(c: &mut Criterion, ctx: &Context, op: Op) {
     g.throughput(Throughput::Bytes(bytes as u64));
     g.bench_function(op.name(), |bch| {
         bch.iter_custom(|iters| {
-            gpu_time(ctx, iters, || {
+            gpu::time(ctx, iters, || {
                 let second = (op.inputs() == 2 && op != Op::Axpy).then(|| b.as_view());
                 ew::launch_with(
                     ctx,
@@ -39,18 +37,14 @@ fn bench_op(c: &mut Criterion, ctx: &Context, op: Op) {
         })
     });
     g.bench_function("copy (baseline)", |bch| {
-        bch.iter_custom(|iters| gpu_time(ctx, iters, || ctx.copy(src.as_view(), dst.as_view_mut())))
+        bch.iter_custom(|iters| gpu::time(ctx, iters, || ctx.copy(src.as_view(), dst.as_view_mut())))
     });
     g.finish();
 }
 
 fn main() {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the elementwise benches need a GPU");
-            return;
-        }
+    let Some(ctx) = gpu::context("elementwise") else {
+        return;
     };
     let mut c = Criterion::default().configure_from_args();
     for op in Op::ALL {

@@ -3,24 +3,17 @@
 //! baseline, timed with CUDA events inside `iter_custom`; throughput in FLOPs. Without a GPU:
 //! `SKIP:` and a clean exit; without cuBLAS, the versions run alone and the bench says so.
 
+#[path = "common/gpu.rs"]
+mod gpu;
+
 use criterion::{Criterion, Throughput};
 use ferrokern::bench::{GemmBench, GemmWorkload};
 use ferrokern::cublas::Cublas;
 use ferrokern::gemm::VERSIONS;
-use ferrokern::{BackendChoice, Context, Result};
-use std::time::Duration;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 fn main() {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the gemm benches need a GPU");
-            return;
-        }
+    let Some(ctx) = gpu::context("gemm") else {
+        return;
     };
     let cublas = match Cublas::load(&ctx) {
         Ok(c) => Some(c),
@@ -36,11 +29,11 @@ fn main() {
         g.throughput(Throughput::Elements(w.gemm.flops() as u64));
         g.sample_size(10);
         for v in VERSIONS {
-            g.bench_function(v.name, |b| b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx, v))));
+            g.bench_function(v.name, |b| b.iter_custom(|iters| gpu::time(&ctx, iters, || w.run(&ctx, v))));
         }
         if let Some(cb) = &cublas {
             g.bench_function("cublas (baseline)", |b| {
-                b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run_cublas(cb)))
+                b.iter_custom(|iters| gpu::time(&ctx, iters, || w.run_cublas(cb)))
             });
         }
         g.finish();

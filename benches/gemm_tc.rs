@@ -5,24 +5,17 @@
 //! throughput in FLOPs. Without a GPU: `SKIP:` and a clean exit; without cuBLAS, the versions
 //! run alone and the bench says so.
 
+#[path = "common/gpu.rs"]
+mod gpu;
+
 use criterion::{Criterion, Throughput};
 use ferrokern::bench::{GemmBench, TcWorkload};
 use ferrokern::cublas::Cublas;
 use ferrokern::gemm_tc::VERSIONS;
-use ferrokern::{BackendChoice, Context, Result};
-use std::time::Duration;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 fn main() {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the gemm_tc benches need a GPU");
-            return;
-        }
+    let Some(ctx) = gpu::context("gemm_tc") else {
+        return;
     };
     let arch = ctx.device_info().map_or("", |i| i.ptx_arch);
     let cublas = match Cublas::load(&ctx) {
@@ -47,11 +40,11 @@ fn main() {
                 );
                 continue;
             }
-            group.bench_function(v.name, |bch| bch.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx, v))));
+            group.bench_function(v.name, |bch| bch.iter_custom(|iters| gpu::time(&ctx, iters, || w.run(&ctx, v))));
         }
         if let Some(cb) = &cublas {
             group.bench_function("cublasGemmEx (baseline)", |bch| {
-                bch.iter_custom(|iters| gpu_time(&ctx, iters, || w.run_cublas(cb)))
+                bch.iter_custom(|iters| gpu::time(&ctx, iters, || w.run_cublas(cb)))
             });
         }
         group.finish();

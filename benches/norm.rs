@@ -1,6 +1,8 @@
 //! Criterion benches of the norm family (bf16) against a device-to-device copy of the same
 //! bytes; see `common/rows.rs`.
 
+#[path = "common/gpu.rs"]
+mod gpu;
 #[path = "common/rows.rs"]
 mod rows_common;
 

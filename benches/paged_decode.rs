@@ -4,23 +4,16 @@
 //! baseline, a device-to-device copy of the same bytes, runs in `ferrokern bench`, which also
 //! checks each version first. Without a GPU: `SKIP:` and a clean exit.
 
+#[path = "common/gpu.rs"]
+mod gpu;
+
 use criterion::{Criterion, Throughput};
 use ferrokern::paged::{BENCH_SHAPES, BenchData, VERSIONS};
-use ferrokern::{BackendChoice, Context, Result};
 use half::bf16;
-use std::time::Duration;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 fn main() {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the paged decode benches need a GPU");
-            return;
-        }
+    let Some(ctx) = gpu::context("paged decode") else {
+        return;
     };
     let mut c = Criterion::default().configure_from_args();
     for shape in BENCH_SHAPES {
@@ -30,7 +23,7 @@ fn main() {
         g.sample_size(10);
         for version in VERSIONS {
             g.bench_function(version.name, |b| {
-                b.iter_custom(|iters| gpu_time(&ctx, iters, || data.run(&ctx, version)))
+                b.iter_custom(|iters| gpu::time(&ctx, iters, || data.run(&ctx, version)))
             });
         }
         g.finish();

@@ -6,21 +6,11 @@ use criterion::{Criterion, Throughput};
 use ferrokern::bench::{RowWorkload, row_bytes};
 use ferrokern::rows::Rows;
 use ferrokern::verify::RowOp;
-use ferrokern::{BackendChoice, Context, Result};
-use std::time::Duration;
-
-fn gpu_time(ctx: &Context, iters: u64, f: impl FnMut() -> Result<()>) -> Duration {
-    ferrokern::bench::gpu_time(ctx, iters, f).expect("timed run")
-}
 
 /// Benches `ops` (bf16, each on `shape`) with their copy baselines.
 pub fn run(family: &str, ops: &[RowOp], shape: Rows) {
-    let ctx = match ferrokern::context(BackendChoice::Gpu) {
-        Ok(c) => c,
-        Err(_) => {
-            println!("SKIP: no CUDA device; the {family} benches need a GPU");
-            return;
-        }
+    let Some(ctx) = crate::gpu::context(family) else {
+        return;
     };
     let mut c = Criterion::default().configure_from_args();
     for &op in ops {
@@ -30,9 +20,9 @@ pub fn run(family: &str, ops: &[RowOp], shape: Rows) {
         let mut dst = ctx.alloc::<u8>(bytes as usize / 2).unwrap();
         let mut g = c.benchmark_group(format!("{family}/{}/bf16/{}x{}", op.name(), shape.rows, shape.cols));
         g.throughput(Throughput::Bytes(bytes));
-        g.bench_function(op.name(), |b| b.iter_custom(|iters| gpu_time(&ctx, iters, || w.run(&ctx))));
+        g.bench_function(op.name(), |b| b.iter_custom(|iters| crate::gpu::time(&ctx, iters, || w.run(&ctx))));
         g.bench_function("copy (baseline)", |b| {
-            b.iter_custom(|iters| gpu_time(&ctx, iters, || ctx.copy(src.as_view(), dst.as_view_mut())))
+            b.iter_custom(|iters| crate::gpu::time(&ctx, iters, || ctx.copy(src.as_view(), dst.as_view_mut())))
         });
         g.finish();
     }
