@@ -29,7 +29,7 @@
 use crate::attention::{self, AttentionFloat, AttentionInput, AttentionShape, VarlenInput, gather, scatter};
 use crate::check::{self, Guarded, Report};
 use crate::tma::TENSOR_MAP_BYTES;
-use crate::{BufMut, BufRef, CONSTANTS_BYTES, Context, DType, Dim3, Error, LaunchConfig, Result};
+use crate::{BufMut, BufRef, Context, DType, Dim3, Error, LaunchConfig, Result};
 pub use gpu_kernels::attention::{
     AttentionBackwardVersion, BACKWARD_VERSIONS, BUG_BWD_NO_D, BUG_BWD_V02_SWAPPED_DS, BUG_BWD_V03_DS_UNSWIZZLED,
     BUG_BWD_VARLEN_TOP_LEFT, BackwardKernel, BackwardKernels, BackwardVarlen,
@@ -474,8 +474,6 @@ fn launch<T: BackwardFloat>(
         Some(tma) if max_k > 0 => tma_maps(ctx, tma, &views, &s, cu)?,
         _ => Vec::new(),
     };
-    // Varlen's maps (four per sequence) may exceed the launch constants: a buffer of their own.
-    let map_buf = if maps.len() > CONSTANTS_BYTES { Some(ctx.upload(&maps)?) } else { None };
     ctx.with_scratch(words.max(1), |scratch| {
         let params = AttentionBwdParams {
             batch: s.batch as u32,
@@ -513,16 +511,11 @@ fn launch<T: BackwardFloat>(
         if max_k > 0 {
             let grid = Dim3::new(max_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
             let cfg = LaunchConfig { grid, block, shared_bytes: kernel.dkdv_shared_bytes };
-            if let Some(buf) = &map_buf {
-                let addr = buf.as_view().addr() as u64;
-                ctx.launch(kernels.dkdv, cfg, AttentionBwdParams { maps: addr, ..params })?;
-            } else if maps.is_empty() {
-                ctx.launch(kernels.dkdv, cfg, params)?;
-            } else {
-                ctx.with_constants(&maps, |addr| {
-                    ctx.launch(kernels.dkdv, cfg, AttentionBwdParams { maps: addr, ..params })
-                })?;
-            }
+            // Varlen's maps are four per sequence (128 bytes each), more than the 4 KB the
+            // constants start with past eight sequences; the buffer grows to hold them.
+            ctx.with_constants(&maps, |addr| {
+                ctx.launch(kernels.dkdv, cfg, AttentionBwdParams { maps: addr, ..params })
+            })?;
         }
         if rows > 0 {
             if atomic {

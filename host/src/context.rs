@@ -103,9 +103,10 @@ pub(crate) struct Inner {
     /// through a handle runs in order on its one stream; forks have their own. Declared
     /// before `gpu` so it is freed while the CUDA context still exists.
     pub scratch: Mutex<(Mem, usize)>,
-    /// Launch constants (TMA tensor maps): one small allocation per handle and the bytes it
-    /// holds now, so an unchanged set is not copied again.
-    pub constants: Mutex<(Mem, Vec<u8>)>,
+    /// Launch constants (TMA tensor maps): one allocation per handle (its size: at least
+    /// [`CONSTANTS_BYTES`], grown on demand) and the bytes it holds now, so an unchanged set is
+    /// not copied again.
+    pub constants: Mutex<(Mem, usize, Vec<u8>)>,
     pub gpu: Option<Gpu>,
     /// Set by the first device fault; returned by every later call on every fork.
     pub fault: Arc<Mutex<Option<Error>>>,
@@ -141,7 +142,7 @@ impl Context {
                 gpu,
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
-                constants: Mutex::new((Mem::Empty, Vec::new())),
+                constants: Mutex::new((Mem::Empty, 0, Vec::new())),
                 emu_shared_limit: emu::MAX_SHARED_BYTES,
             }),
         })
@@ -160,7 +161,7 @@ impl Context {
                 gpu: None,
                 fault: Arc::default(),
                 scratch: Mutex::new((Mem::Empty, 0)),
-                constants: Mutex::new((Mem::Empty, Vec::new())),
+                constants: Mutex::new((Mem::Empty, 0, Vec::new())),
                 emu_shared_limit,
             }),
         }
@@ -197,7 +198,7 @@ impl Context {
                 gpu,
                 fault: self.inner.fault.clone(),
                 scratch: Mutex::new((Mem::Empty, 0)),
-                constants: Mutex::new((Mem::Empty, Vec::new())),
+                constants: Mutex::new((Mem::Empty, 0, Vec::new())),
                 emu_shared_limit: self.inner.emu_shared_limit,
             }),
         })
@@ -388,26 +389,29 @@ impl Context {
         f(view)
     }
 
-    /// Runs `f` with the device address of a copy of `bytes` (at most [`CONSTANTS_BYTES`],
-    /// the first byte 256-byte aligned) that kernels launched by `f` on this handle may read:
-    /// launch constants too large for kernel parameters, such as TMA tensor maps. The copy is
-    /// made only when `bytes` differ from what the buffer already holds. Safe to reuse without
-    /// waiting: on the GPU the copy is a synchronous host-to-device copy on the legacy stream,
-    /// which waits for the work already launched on this context's (blocking) streams.
+    /// Runs `f` with the device address of a copy of `bytes` (the first byte 256-byte aligned)
+    /// that kernels launched by `f` on this handle may read: launch constants too large for
+    /// kernel parameters, such as TMA tensor maps; with no bytes, `f` gets 0. One buffer per
+    /// handle holds them: [`CONSTANTS_BYTES`] at first, grown to the next power of two when a
+    /// larger set comes (freeing the old buffer waits for the kernels still reading it:
+    /// cuMemFree synchronizes). The copy is made only when `bytes` differ from what the buffer
+    /// holds. Safe to reuse without waiting: on the GPU the copy is a synchronous host-to-device
+    /// copy on the legacy stream, which waits for the work already launched on this context's
+    /// (blocking) streams.
     pub fn with_constants<R>(&self, bytes: &[u8], f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
         self.check_healthy()?;
-        if bytes.len() > CONSTANTS_BYTES {
-            return Err(Error::invalid(
-                "constants",
-                format!("{} bytes of launch constants exceed the {CONSTANTS_BYTES} a handle keeps", bytes.len()),
-            ));
+        if bytes.is_empty() {
+            return f(0);
         }
         let mut c = self.inner.constants.lock().unwrap_or_else(|p| p.into_inner());
-        if matches!(c.0, Mem::Empty) {
-            *c = (Mem::alloc(self, CONSTANTS_BYTES)?, Vec::new());
+        if c.1 < bytes.len() {
+            let size = bytes.len().next_power_of_two().max(CONSTANTS_BYTES);
+            *c = (Mem::Empty, 0, Vec::new());
+            *c = (Mem::alloc(self, size)?, size, Vec::new());
         }
-        if c.1 != bytes {
-            let mut padded = vec![0u8; CONSTANTS_BYTES];
+        if c.2 != bytes {
+            // Zero past the set, so nothing of a longer earlier set stays readable.
+            let mut padded = vec![0u8; c.1];
             padded[..bytes.len()].copy_from_slice(bytes);
             match &mut c.0 {
                 Mem::Gpu(b) => {
@@ -415,17 +419,17 @@ impl Context {
                     b.copy_from(&padded[..]).map_err(|code| self.note(Error::Cuda { call: "cuMemcpyHtoD", code }))?;
                 }
                 Mem::Host(h) => {
-                    // SAFETY: the allocation holds CONSTANTS_BYTES bytes; emulator launches
-                    // complete before returning, so no kernel is reading it now.
-                    unsafe { std::ptr::copy_nonoverlapping(padded.as_ptr(), h.ptr.as_ptr(), CONSTANTS_BYTES) }
+                    // SAFETY: the allocation holds c.1 bytes; emulator launches complete
+                    // before returning, so no kernel is reading it now.
+                    unsafe { std::ptr::copy_nonoverlapping(padded.as_ptr(), h.ptr.as_ptr(), c.1) }
                 }
                 Mem::Empty => unreachable!("allocated above"),
             }
-            c.1 = bytes.to_vec();
+            c.2 = bytes.to_vec();
         }
         f(c.0.addr() as u64)
     }
 }
 
-/// Bytes of launch constants a handle keeps ([`Context::with_constants`]).
+/// Bytes of a handle's launch-constant buffer when first made ([`Context::with_constants`]).
 pub const CONSTANTS_BYTES: usize = 4096;
