@@ -846,33 +846,45 @@ pub fn time_varlen<T: AttentionFloat>(
     version: &AttentionVersion,
     c: &VarlenBenchCase<'_>,
 ) -> Result<f64> {
-    let VarlenBenchCase { lens, heads, head_dim, causal, .. } = *c;
-    let (cu_q, cu_k) = cu_seqlens(lens);
-    let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
-    let fill = |n: usize, salt: usize| crate::bench::pattern::<T>(n, salt);
-    let (q, k, v) = (
-        ctx.upload(&fill(heads * tq * head_dim, 0))?,
-        ctx.upload(&fill(heads * tk * head_dim, 1))?,
-        ctx.upload(&fill(heads * tk * head_dim, 2))?,
-    );
-    let mut o = ctx.alloc::<T>(heads * tq * head_dim)?;
-    let mut lse = ctx.alloc::<f32>(heads * tq)?;
+    let data = c.upload::<T>(ctx)?;
+    let (tq, _) = data.totals();
+    let mut o = ctx.alloc::<T>(c.heads * tq * c.head_dim)?;
+    let mut lse = ctx.alloc::<f32>(c.heads * tq)?;
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
-        let input = VarlenInput {
-            q: q.as_view(),
-            k: k.as_view(),
-            v: v.as_view(),
-            cu_seqlens_q: &cu_q,
-            cu_seqlens_k: &cu_k,
-            heads,
-            kv_heads: heads,
-            head_dim,
-            causal,
-            scale: None,
-        };
-        attention_varlen_with(ctx, version, input, o.as_view_mut(), lse.as_view_mut())
+        attention_varlen_with(ctx, version, data.input(c), o.as_view_mut(), lse.as_view_mut())
     })?;
     Ok(crate::bench::median(&t))
+}
+
+/// A [`VarlenBenchCase`]'s packed Q, K, V (the bench pattern) on the device, and its offsets.
+pub struct VarlenBenchData<T: AttentionFloat> {
+    pub q: crate::DeviceBuffer<T>,
+    pub k: crate::DeviceBuffer<T>,
+    pub v: crate::DeviceBuffer<T>,
+    pub cu_q: Vec<i32>,
+    pub cu_k: Vec<i32>,
+}
+
+impl<T: AttentionFloat> VarlenBenchData<T> {
+    /// Total query and key tokens.
+    pub fn totals(&self) -> (usize, usize) {
+        (self.cu_q[self.cu_q.len() - 1] as usize, self.cu_k[self.cu_k.len() - 1] as usize)
+    }
+    /// The forward's input over this data, with `c`'s heads, head dim and mask.
+    pub fn input(&self, c: &VarlenBenchCase<'_>) -> VarlenInput<'_, T> {
+        VarlenInput {
+            q: self.q.as_view(),
+            k: self.k.as_view(),
+            v: self.v.as_view(),
+            cu_seqlens_q: &self.cu_q,
+            cu_seqlens_k: &self.cu_k,
+            heads: c.heads,
+            kv_heads: c.heads,
+            head_dim: c.head_dim,
+            causal: c.causal,
+            scale: None,
+        }
+    }
 }
 
 /// FLOPs of the forward pass on `s`.
@@ -936,6 +948,20 @@ pub struct VarlenBenchCase<'a> {
 }
 
 impl VarlenBenchCase<'_> {
+    /// Uploads the case's packed Q, K, V (the bench pattern, `heads` of each).
+    pub fn upload<T: AttentionFloat>(&self, ctx: &Context) -> Result<VarlenBenchData<T>> {
+        let (cu_q, cu_k) = cu_seqlens(self.lens);
+        let (tq, tk) = (cu_q[self.lens.len()] as usize, cu_k[self.lens.len()] as usize);
+        let (q_len, kv_len) = (self.heads * tq * self.head_dim, self.heads * tk * self.head_dim);
+        let fill = crate::bench::pattern::<T>;
+        Ok(VarlenBenchData {
+            q: ctx.upload(&fill(q_len, 0))?,
+            k: ctx.upload(&fill(kv_len, 1))?,
+            v: ctx.upload(&fill(kv_len, 2))?,
+            cu_q,
+            cu_k,
+        })
+    }
     /// FLOPs of the forward pass, as [`flops`] counts them per sequence.
     pub fn flops(&self) -> f64 {
         let (heads, head_dim) = (self.heads, self.head_dim);

@@ -1003,27 +1003,13 @@ pub fn time_varlen<T: BackwardFloat>(
     c: &attention::VarlenBenchCase<'_>,
     opts: BackwardOptions,
 ) -> Result<f64> {
-    let attention::VarlenBenchCase { lens, heads, head_dim, causal, .. } = *c;
-    let (cu_q, cu_k) = attention::cu_seqlens(lens);
-    let (tq, tk) = (cu_q[lens.len()] as usize, cu_k[lens.len()] as usize);
-    let (q_len, kv_len) = (heads * tq * head_dim, heads * tk * head_dim);
-    let fill = crate::bench::pattern::<T>;
-    let (q, k, v) = (ctx.upload(&fill(q_len, 0))?, ctx.upload(&fill(kv_len, 1))?, ctx.upload(&fill(kv_len, 2))?);
-    let d_o = ctx.upload(&fill(q_len, 3))?;
+    let data = c.upload::<T>(ctx)?;
+    let (tq, tk) = data.totals();
+    let (q_len, kv_len) = (c.heads * tq * c.head_dim, c.heads * tk * c.head_dim);
+    let d_o = ctx.upload(&crate::bench::pattern::<T>(q_len, 3))?;
     let mut o = ctx.alloc::<T>(q_len)?;
-    let mut lse = ctx.alloc::<f32>(heads * tq)?;
-    let forward = VarlenInput {
-        q: q.as_view(),
-        k: k.as_view(),
-        v: v.as_view(),
-        cu_seqlens_q: &cu_q,
-        cu_seqlens_k: &cu_k,
-        heads,
-        kv_heads: heads,
-        head_dim,
-        causal,
-        scale: None,
-    };
+    let mut lse = ctx.alloc::<f32>(c.heads * tq)?;
+    let forward = data.input(c);
     attention::attention_varlen(ctx, forward, o.as_view_mut(), lse.as_view_mut())?;
     let (mut dq, mut dk, mut dv) = (ctx.alloc::<T>(q_len)?, ctx.alloc::<T>(kv_len)?, ctx.alloc::<T>(kv_len)?);
     let t = ctx.time_runs(crate::bench::WARMUP, crate::bench::REPS, true, || {
