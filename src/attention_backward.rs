@@ -469,7 +469,8 @@ fn launch<T: BackwardFloat>(
         None => None,
     };
     let empty = gpu_kernels::device::Global::empty;
-    let words = rows + if atomic { q_len } else { 0 };
+    // `D`, then the atomic path's dQ accumulator from the word the kernels expect.
+    let words = if atomic { gpu_kernels::attention::dq_accum_offset(rows) + q_len } else { rows };
     let maps = match kernel.tma {
         Some(tma) if max_k > 0 => tma_maps(ctx, tma, &views, &s, cu)?,
         _ => Vec::new(),

@@ -127,7 +127,8 @@ pub fn parse_ptxas(arch: &str, text: &str) -> Vec<KernelResources> {
     rows.into_values().collect()
 }
 
-/// Instruction classes counted in the SASS of each kernel.
+/// Instruction classes counted in the SASS of each kernel: `OP` counts every instruction whose
+/// opcode is `OP` (any modifiers), `OP.MOD` those of them that carry the modifier `MOD`.
 pub const SASS_CLASSES: &[&str] = &[
     "HGMMA",
     "HMMA",
@@ -149,6 +150,8 @@ pub const SASS_CLASSES: &[&str] = &[
     // are what newer ptxas emits for generic-to-global addresses.
     "RED",
     "REDG",
+    // v03 backward's paired dQ reductions (`red.global.add.v2.f32`).
+    "REDG.F32x2",
     "ATOM",
     "ATOMG",
 ];
@@ -163,7 +166,11 @@ pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeM
     if !out.status.success() {
         return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(count_sass(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Counts [`SASS_CLASSES`] per kernel in `nvdisasm -c` output.
+pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
     let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in text.lines() {
@@ -182,18 +189,46 @@ pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeM
             op = toks.next().unwrap_or("");
         }
         let op = op.trim_end_matches(';');
-        let base = op.split('.').next().unwrap_or("");
-        let wide = op.split('.').any(|p| p == "128");
+        let mut parts = op.split('.');
+        let base = parts.next().unwrap_or("");
+        let modifiers: Vec<&str> = parts.collect();
         let entry = mix.get_mut(k).expect("inserted at .text");
         for class in SASS_CLASSES {
-            let (cbase, cwide) = match class.split_once('.') {
-                Some((b, _)) => (b, true),
-                None => (*class, false),
+            let (cbase, cmod) = match class.split_once('.') {
+                Some((b, m)) => (b, Some(m)),
+                None => (*class, None),
             };
-            if base == cbase && (!cwide || wide) {
+            if base == cbase && cmod.is_none_or(|m| modifiers.contains(&m)) {
                 *entry.entry(class).or_insert(0) += 1;
             }
         }
     }
-    Ok(mix)
+    mix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_sass;
+
+    #[test]
+    fn sass_classes_match_opcodes_and_modifiers() {
+        let text = "\
+        .text.k:
+        /*0010*/                   REDG.E.ADD.F32x2.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R4 ;
+        /*0020*/              @!P0 REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R6 ;
+        /*0030*/                   LDG.E.128 R8, desc[UR4][R2.64] ;
+        /*0040*/                   LDG.E R9, desc[UR4][R2.64] ;
+        /*0050*/                   HGMMA.64x128x16.F32.BF16 gdesc[UR8], RZ, !UPT ;
+        .text.other:
+        /*0010*/                   STG.E.128 desc[UR4][R2.64], R8 ;
+";
+        let mix = count_sass(text);
+        let k = &mix["k"];
+        assert_eq!(k.get("REDG"), Some(&2));
+        assert_eq!(k.get("REDG.F32x2"), Some(&1), "only the paired reduction: {k:?}");
+        assert_eq!(k.get("LDG.128"), Some(&1));
+        assert_eq!(k.get("HGMMA"), Some(&1));
+        assert_eq!(k.get("STG.128"), None);
+        assert_eq!(mix["other"].get("STG.128"), Some(&1));
+    }
 }

@@ -105,6 +105,40 @@ fn attention_backward_named_lengths() {
 }
 
 #[test]
+fn an_odd_row_count_keeps_the_dq_accumulator_aligned() {
+    // Scratch holds one `D` word per query row, then the atomic dQ accumulator. 3 heads of 41
+    // queries (dense) and 3 heads over 41 packed tokens (varlen) are 123 rows: unless the
+    // accumulator's start is rounded up, it sits on an odd word and v03's 8-byte paired dQ
+    // reductions are misaligned (the emulator reports it, the GPU faults).
+    for ctx in common::backends("an_odd_row_count_keeps_the_dq_accumulator_aligned") {
+        for head_dim in [64, 128] {
+            let causal = head_dim == 64;
+            for v in versions_for(head_dim) {
+                let s = shape(1, 3, 3, 41, 57, head_dim);
+                run(
+                    &ctx,
+                    v,
+                    AttentionBackwardCase { dtype: DType::BF16, shape: s, causal, deterministic: false, seed: 3 },
+                );
+            }
+            for v in varlen_versions_for(head_dim) {
+                let case = VarlenBackwardCase {
+                    dtype: DType::F16,
+                    heads: 3,
+                    kv_heads: 1,
+                    head_dim,
+                    lens: vec![(16, 30), (25, 9)],
+                    causal,
+                    deterministic: false,
+                    seed: 4,
+                };
+                run_varlen(&ctx, v, &case);
+            }
+        }
+    }
+}
+
+#[test]
 fn multi_query_and_other_head_dims() {
     let ctx = Context::emulator();
     // MQA: every query head shares one kv head; head dims 32 and 96 (v01 only) and 256 (v02

@@ -161,7 +161,7 @@ fn hopper_sass_has_hgmma_and_tma() {
     assert!(kernels.iter().any(|(k, _, _)| k.starts_with("attention")), "the attention ladder has an sm_90a version");
     // The backward's TMA dK/dV kernels, dense and varlen: S^T and dP^T (d / 16 each), dV and
     // dK (bq / 16 each: the Q box's rows), dQ (128 keys / 16); a named barrier besides
-    // sync_threads, and the dQ atomics.
+    // sync_threads, and the dQ reductions.
     let mut backward: Vec<&str> = Vec::new();
     let bwd = ferrokern::attention_backward::BACKWARD_VERSIONS
         .iter()
@@ -191,8 +191,12 @@ fn hopper_sass_has_hgmma_and_tma() {
         }
         if backward.contains(&k) {
             assert!(get("BAR") >= 2, "{arch} {k}: {} BAR, want the dS^T barrier in {m:?}", get("BAR"));
-            let atomics = get("RED") + get("ATOM") + get("REDG") + get("ATOMG");
-            assert!(atomics >= 1, "{arch} {k}: no atomic add for dQ in {m:?}");
+            // dQ goes out in 8-byte `red.global.add.v2.f32` pairs: every reduction is one,
+            // and there is no scalar or value-returning atomic left.
+            let (paired, reds) = (get("REDG.F32x2"), get("RED") + get("REDG"));
+            assert!(paired >= 1, "{arch} {k}: no paired dQ reduction (REDG.F32x2) in {m:?}");
+            assert_eq!(paired, reds, "{arch} {k}: {reds} reductions, only {paired} paired in {m:?}");
+            assert_eq!(get("ATOM") + get("ATOMG"), 0, "{arch} {k}: a value-returning atomic in {m:?}");
         }
         let setmaxnreg = get("USETMAXREG");
         let want = if uses_setmaxnreg { 2 } else { 0 };

@@ -5,7 +5,7 @@
 //! shared memory (both operands K-major), `dV += P^T dO` and `dK += dS^T Q` with `P^T` and
 //! `dS^T` straight from the accumulators as register A fragments (dO and Q MN-major), and
 //! `dQ = dS K` from `dS^T` written to shared memory (A MN-major, K MN-major), added to the
-//! f32 dQ accumulator by atomics. Not measured yet (no GPU run).
+//! f32 dQ accumulator by paired atomic reductions. Not measured yet (no GPU run).
 //!
 //! # The floor, before any tuning
 //! The backward is 2.5x the forward's FLOPs (five products of the size of the forward's
@@ -36,7 +36,8 @@
 //! all 64 queries and head dims `64 w ..`. `dS^T` is double-buffered: a warpgroup writes
 //! buffer `j % 2` again only at tile `j + 2`, after passing tile `j + 1`'s barrier, which the
 //! other warpgroup reaches only after its tile-`j` `dQ` wgmma completed. The f32 products
-//! (times `scale`) go to the accumulator by `atomicAdd` (32 per thread per tile), then
+//! (times `scale`) go to the accumulator by 8-byte `red.global.add.v2.f32` reductions, a row's
+//! two neighbouring columns each (16 per thread per tile, half the scalar atomics), then
 //! `dq_convert` (v01's) rounds them to the input type. With a deterministic dQ the launcher
 //! runs [`super::bwd_v02_mma::dq`] instead and this kernel skips the dQ step.
 //!
@@ -123,8 +124,8 @@
 //! over (head dims, sequence, batch x heads), 128-byte swizzle, boxes `64 x bq` and `64 x BK`;
 //! varlen: four per sequence, as above), and launches only where the sm_90a PTX is loaded.
 
-use super::AttentionBwdParams;
 use super::v03_wgmma::RegSplit;
+use super::{AttentionBwdParams, dq_accum_offset};
 use crate::device::hopper::{
     Mbarrier, SmemDesc, Swizzle, TENSOR_MAP_BYTES, TensorMap, WgmmaAccumulator, fence_mbarrier_init, fence_proxy_async,
     fence_tensormap_acquire, setmaxnreg_dec, setmaxnreg_inc, smem_addr, swizzle_addr, tma_load_3d, wgmma_commit,
@@ -412,9 +413,9 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32, const V
     let c = p.scale_log2;
     let atomic = p.atomic_dq != 0;
     // The dQ accumulator follows the `[planes, rows]` D rows in scratch (varlen: `heads`
-    // planes of the packed total).
+    // planes of the packed total), from an even word: the paired reductions below need it.
     let planes = if VARLEN { heads } else { (p.batch * p.heads) as usize };
-    let dq_base = planes * p.seq_q as usize;
+    let dq_base = dq_accum_offset(planes * p.seq_q as usize);
     let first = seq_at(hint::opaque_u32(0));
     let (tiles, (key_diag, _)) = (walk(first).2, key_mask(first));
     let (dq_q0, dq_d0) = cfg.dq_part(wg);
@@ -565,12 +566,15 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32, const V
             wgmma_commit();
             wgmma_wait::<0>();
             wgmma_fence_operands(&mut dq);
+            // Registers `4 i + 2 h` and `4 i + 2 h + 1` are one row's neighbouring columns
+            // (an even one first): one 8-byte reduction each.
             unroll16!(i < 8 => {
-                unroll16!(e < 4 => {
-                    let qi = i0 + (dq_q0 + 16 * warp + g + 8 * (e as u32 / 2)) as usize;
+                unroll16!(h < 2 => {
+                    let qi = i0 + (dq_q0 + 16 * warp + g + 8 * h as u32) as usize;
                     if qi < seq_q {
-                        let col = (dq_d0 + 8 * i as u32 + 2 * t) as usize + e % 2;
-                        p.scratch.atomic_add(dq_base + (q_row0 + qi) * d + col, dq[4 * i + e] * p.scale);
+                        let col = (dq_d0 + 8 * i as u32 + 2 * t) as usize;
+                        let pair = [dq[4 * i + 2 * h] * p.scale, dq[4 * i + 2 * h + 1] * p.scale];
+                        p.scratch.red_add2(dq_base + (q_row0 + qi) * d + col, pair);
                     }
                 });
             });

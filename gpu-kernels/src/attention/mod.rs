@@ -112,7 +112,7 @@ pub struct AttentionParams<T> {
 
 /// The backward's parameters, shared by host and device: the forward's shape and inputs, its
 /// output `o` and `lse`, the output gradient `d_o`, the three gradients, and f32 scratch (`D`,
-/// then the atomic path's dQ accumulator).
+/// then the atomic path's dQ accumulator at [`dq_accum_offset`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionBwdParams<T> {
@@ -147,6 +147,14 @@ pub struct AttentionBwdParams<T> {
     /// [`crate::device::hopper::TENSOR_MAP_BYTES`] apart (varlen: those four per sequence,
     /// each over the sequence's own tokens); 0 for the others.
     pub maps: u64,
+}
+
+/// Where the atomic path's f32 dQ accumulator starts in the backward's scratch, in words: after
+/// the `rows` words of `D`, rounded up to a multiple of 4 so every accumulator word keeps the
+/// alignment of its index (v03 adds pairs of neighbouring columns with one 8-byte reduction,
+/// which needs an even word). Host and kernels read the offset from here.
+pub const fn dq_accum_offset(rows: usize) -> usize {
+    rows.next_multiple_of(4)
 }
 
 type F16 = half::f16;

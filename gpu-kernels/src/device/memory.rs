@@ -180,6 +180,19 @@ impl GlobalMut<f32> {
         // SAFETY: checked as in `store`; the address is 4-byte aligned as an f32 element.
         unsafe { imp::atomic_add_f32(self.ptr.add(i), v) }
     }
+
+    /// Adds `v[0]` to element `i` and `v[1]` to element `i + 1` with one 8-byte reduction
+    /// (`red.global.add.v2.f32`, no old value): half the atomic instructions of two
+    /// [`atomic_add`](Self::atomic_add)s. Each element's add is atomic; the pair is not one
+    /// transaction. `i` must be even from an 8-byte aligned view (the emulator reports a
+    /// misaligned pair). sm_90 and newer: only the sm_90a kernels use it (it traps elsewhere).
+    #[inline(always)]
+    #[track_caller]
+    pub fn red_add2(&self, i: usize, v: [f32; 2]) {
+        imp::check_global::<f32>(self.ptr as usize, self.len, i, 2, true);
+        // SAFETY: checked as in `store_chunk`: both elements in bounds, 8-byte aligned.
+        unsafe { imp::red_add_f32x2(self.ptr.add(i), v) }
+    }
 }
 
 impl GlobalMut<u32> {

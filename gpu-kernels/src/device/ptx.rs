@@ -503,6 +503,11 @@ mod no_hopper {
     pub fn smem_addr(_: u32) -> u32 {
         unavailable()
     }
+    /// # Safety
+    /// Never runs: it traps.
+    pub unsafe fn red_add_f32x2(_: *mut f32, _: [f32; 2]) {
+        unavailable()
+    }
     pub fn mbar_init(_: u32, _: u32) {
         unavailable()
     }

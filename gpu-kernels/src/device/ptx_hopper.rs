@@ -1,6 +1,22 @@
 // Hopper (sm_90a) instructions, included into `ptx.rs` in the sm_90a build only; see
 // `device::hopper` for the layouts and protocols.
 
+/// Two neighbouring f32 words in one 8-byte reduction (PTX 8.1, sm_90).
+///
+/// # Safety
+/// `p` is a valid, 8-byte aligned global address of two f32.
+#[inline(always)]
+pub unsafe fn red_add_f32x2(p: *mut f32, v: [f32; 2]) {
+    // SAFETY: the caller guarantees a valid, 8-byte aligned global address.
+    unsafe {
+        asm!(
+            "red.global.add.v2.f32 [{p}], {{{a}, {b}}};",
+            p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1],
+            options(nostack)
+        )
+    }
+}
+
 #[inline(always)]
 pub fn smem_addr(offset: u32) -> u32 {
     shared_addr::<u8>(offset, 0)

@@ -160,6 +160,16 @@ pub unsafe fn atomic_add_f32(p: *mut f32, v: f32) -> f32 {
     f32::from_bits(old)
 }
 
+/// `red.global.add.v2.f32`: each word's add is atomic, the pair is not one transaction (as on
+/// the GPU).
+pub unsafe fn red_add_f32x2(p: *mut f32, v: [f32; 2]) {
+    // SAFETY: the caller checked bounds and alignment of both words.
+    unsafe {
+        atomic_add_f32(p, v[0]);
+        atomic_add_f32(p.add(1), v[1]);
+    }
+}
+
 pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     // SAFETY: the caller checked bounds.
     unsafe { AtomicU32::from_ptr(p) }.fetch_add(v, Ordering::Relaxed)
