@@ -329,6 +329,13 @@ fn refuses_bad_attention_and_tensor_core_arguments() {
         &["verify", "attention", "--seq-q", "9", "--head-dim", "64", "--dtype", "bf16", "--backend", "emulator"],
         &["needs --heads"],
     );
+    // The forward and the backward share the dense flags; each names its own optional ones.
+    let dense = |op: &'static str, extra: &'static str| -> Vec<&'static str> {
+        vec!["verify", op, "--heads", "2", "--seq-q", "9", "--head-dim", "64", "--dtype", "bf16", extra]
+    };
+    assert_refused(&dense("attention", "--deterministic"), &["`attention` takes", "remove --deterministic"]);
+    assert_refused(&dense("attention_backward", "--specials"), &["attention_backward is checked on finite inputs"]);
+    assert_refused(&dense("attention_backward", "--huge"), &["remove --specials / --huge"]);
     assert_refused(
         &[
             "verify",

@@ -152,6 +152,22 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     }
 }
 
+/// `--seed`, or one from the clock (printed in the header line, so a run can be repeated).
+fn seed_or_now(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    })
+}
+
+/// `--dtype` of an op that takes 16-bit inputs only (attention, its backward, paged decode).
+fn half_dtype(a: &VerifyArgs, op: &str) -> Result<DType, String> {
+    match a.dtype.as_str() {
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        other => Err(format!("{op} takes --dtype bf16 or f16, not `{other}`")),
+    }
+}
+
 /// The broken variant `--kernel` names. Only scale f32 has them, so anything else is refused
 /// rather than silently running the shipped kernel.
 fn selftest_kernel(name: &str, op: Op, dtype: DType) -> Result<&'static KernelDef<ElementwiseParams<f32>>, String> {
@@ -260,9 +276,7 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     } else {
         Values::Finite
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed_or_now(a.seed);
     let result = if let Some(op) = elementwise {
         let Some(len) = a.len else {
             return bad_args(format!("`{}` needs --len N (the number of elements)", a.op));
@@ -823,9 +837,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
         .transposed(t(a.trans_a), t(a.trans_b))
         .batched(a.batch.unwrap_or(1))
         .scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed_or_now(a.seed);
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -881,9 +893,7 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
         Ok(v) => v.unwrap_or_else(|| gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset)),
         Err(e) => return bad_args(e),
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed_or_now(a.seed);
     let sms = gemm_tc::sm_count(&ctx);
     println!(
         "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} splits={} seed={seed} offset={}",
@@ -912,39 +922,15 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
 /// `verify attention`: FlashAttention's rule against the f64 reference, with the version the
 /// launcher picks for the shape or, with the hidden `--kernel NAME`, any version of the ladder.
 fn run_verify_attention(a: VerifyArgs) -> ExitCode {
-    use ferrokern::attention::{self as att, AttentionCase, AttentionShape, check_with};
+    use ferrokern::attention::{self as att, AttentionCase, check_with};
     if a.varlen.is_some() {
         return run_verify_attention_varlen(a);
     }
-    let allowed = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--kernel"];
-    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
-    if !stray.is_empty() {
-        return bad_args(format!(
-            "`attention` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] (or --varlen LENS --heads --kv-heads --head-dim [--causal]); remove {}",
-            stray.join(", ")
-        ));
-    }
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return bad_args(format!("attention takes --dtype bf16 or f16, not `{other}`")),
+    let DenseArgs { dtype, shape, seed } = match dense_args(&a, "attention", &[]) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
-    if a.specials || a.huge {
-        return bad_args("attention is checked on finite inputs; remove --specials / --huge");
-    }
-    let (Some(heads), Some(seq_q), Some(head_dim)) = (a.heads, a.seq_q, a.head_dim) else {
-        return bad_args(
-            "`attention` needs --heads H --seq-q SQ --head-dim D (and --batch, --kv-heads, --seq-k default to 1, H, SQ)",
-        );
-    };
-    let shape = AttentionShape {
-        batch: a.batch.unwrap_or(1),
-        heads,
-        kv_heads: a.kv_heads.unwrap_or(heads),
-        seq_q,
-        seq_k: a.seq_k.unwrap_or(seq_q),
-        head_dim,
-    };
+    let head_dim = shape.head_dim;
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -960,9 +946,6 @@ fn run_verify_attention(a: VerifyArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return bad_args(e),
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
     let case = AttentionCase { dtype, shape, causal: a.causal, seed };
     let Some(version) = version else {
         // No version runs the call: the launcher's refusal, with no header naming none.
@@ -1038,6 +1021,51 @@ fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
     report_exit(check_varlen_with(&ctx, &case, Some(version)))
 }
 
+/// The flags `verify attention` and `verify attention_backward` share (a dense batch).
+struct DenseArgs {
+    dtype: DType,
+    shape: ferrokern::attention::AttentionShape,
+    seed: u64,
+}
+
+/// Parses and checks the shared dense-batch flags of `verify op`; `extra` are the op's own
+/// optional flags (shown in its usage; `--kernel` is accepted and hidden).
+fn dense_args(a: &VerifyArgs, op: &str, extra: &[&str]) -> Result<DenseArgs, String> {
+    let shared = ["--batch", "--heads", "--kv-heads", "--seq-q", "--seq-k", "--head-dim", "--causal", "--kernel"];
+    let stray: Vec<&str> = given_flags(a).into_iter().filter(|f| !shared.contains(f) && !extra.contains(f)).collect();
+    if !stray.is_empty() {
+        let optional: String = extra.iter().map(|f| format!(" [{f}]")).collect();
+        return Err(format!(
+            "`{op}` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal]{optional} (or --varlen LENS --heads --kv-heads --head-dim [--causal]{optional}); remove {}",
+            stray.join(", ")
+        ));
+    }
+    let dtype = finite_half_inputs(a, op)?;
+    let (Some(heads), Some(seq_q), Some(head_dim)) = (a.heads, a.seq_q, a.head_dim) else {
+        return Err(format!(
+            "`{op}` needs --heads H --seq-q SQ --head-dim D (and --batch, --kv-heads, --seq-k default to 1, H, SQ)"
+        ));
+    };
+    let shape = ferrokern::attention::AttentionShape {
+        batch: a.batch.unwrap_or(1),
+        heads,
+        kv_heads: a.kv_heads.unwrap_or(heads),
+        seq_q,
+        seq_k: a.seq_k.unwrap_or(seq_q),
+        head_dim,
+    };
+    Ok(DenseArgs { dtype, shape, seed: seed_or_now(a.seed) })
+}
+
+/// The 16-bit `--dtype` of an attention op, which is checked on finite inputs only.
+fn finite_half_inputs(a: &VerifyArgs, op: &str) -> Result<DType, String> {
+    let dtype = half_dtype(a, op)?;
+    if a.specials || a.huge {
+        return Err(format!("{op} is checked on finite inputs; remove --specials / --huge"));
+    }
+    Ok(dtype)
+}
+
 /// The flags `verify attention --varlen` and `verify attention_backward --varlen` share.
 struct VarlenArgs {
     lens: Vec<(usize, usize)>,
@@ -1063,20 +1091,11 @@ fn varlen_args(a: &VerifyArgs, op: &str, extra: &[&str]) -> Result<VarlenArgs, S
         ));
     }
     let lens = parse_varlen(a.varlen.as_deref().unwrap_or_default())?;
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return Err(format!("{op} takes --dtype bf16 or f16, not `{other}`")),
-    };
-    if a.specials || a.huge {
-        return Err(format!("{op} is checked on finite inputs; remove --specials / --huge"));
-    }
+    let dtype = finite_half_inputs(a, op)?;
     let (Some(heads), Some(head_dim)) = (a.heads, a.head_dim) else {
         return Err(format!("`{op} --varlen` needs --heads H --head-dim D (and --kv-heads, default H)"));
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed_or_now(a.seed);
     let shown = lens.iter().map(|(q, k)| format!("{q}:{k}")).collect::<Vec<_>>().join(",");
     Ok(VarlenArgs { lens, shown, dtype, heads, kv_heads: a.kv_heads.unwrap_or(heads), head_dim, seed })
 }
@@ -1154,47 +1173,12 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
     if a.varlen.is_some() {
         return run_verify_attention_backward_varlen(a);
     }
-    use ferrokern::attention::AttentionShape;
     use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, check_backward};
-    let allowed = [
-        "--batch",
-        "--heads",
-        "--kv-heads",
-        "--seq-q",
-        "--seq-k",
-        "--head-dim",
-        "--causal",
-        "--deterministic",
-        "--kernel",
-    ];
-    let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
-    if !stray.is_empty() {
-        return bad_args(format!(
-            "`attention_backward` takes --batch --heads --kv-heads --seq-q --seq-k --head-dim [--causal] [--deterministic] (or --varlen LENS --heads --kv-heads --head-dim [--causal] [--deterministic]); remove {}",
-            stray.join(", ")
-        ));
-    }
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return bad_args(format!("attention_backward takes --dtype bf16 or f16, not `{other}`")),
+    let DenseArgs { dtype, shape, seed } = match dense_args(&a, "attention_backward", &["--deterministic"]) {
+        Ok(v) => v,
+        Err(e) => return bad_args(e),
     };
-    if a.specials || a.huge {
-        return bad_args("attention_backward is checked on finite inputs; remove --specials / --huge");
-    }
-    let (Some(heads), Some(seq_q), Some(head_dim)) = (a.heads, a.seq_q, a.head_dim) else {
-        return bad_args(
-            "`attention_backward` needs --heads H --seq-q SQ --head-dim D (and --batch, --kv-heads, --seq-k default to 1, H, SQ)",
-        );
-    };
-    let shape = AttentionShape {
-        batch: a.batch.unwrap_or(1),
-        heads,
-        kv_heads: a.kv_heads.unwrap_or(heads),
-        seq_q,
-        seq_k: a.seq_k.unwrap_or(seq_q),
-        head_dim,
-    };
+    let head_dim = shape.head_dim;
     let ctx = match ferrokern::context(a.backend) {
         Ok(c) => c,
         Err(e) => return bad_args(e),
@@ -1210,9 +1194,6 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return bad_args(e),
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
     let case = AttentionBackwardCase { dtype, shape, causal: a.causal, deterministic: a.deterministic, seed };
     let Some(version) = version else {
         return report_exit(check_backward(&ctx, &case, None));
@@ -1261,10 +1242,9 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return bad_args(e),
     };
-    let dtype = match a.dtype.as_str() {
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => return bad_args(format!("paged_decode takes --dtype bf16 or f16, not `{other}`")),
+    let dtype = match half_dtype(&a, "paged_decode") {
+        Ok(d) => d,
+        Err(e) => return bad_args(e),
     };
     let (Some(heads), Some(head_dim), Some(page_size), Some(context)) = (a.heads, a.head_dim, a.page_size, a.context)
     else {
