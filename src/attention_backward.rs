@@ -160,12 +160,17 @@ pub fn attention_backward<T: BackwardFloat>(
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let (i, f) = (&input, &input.forward);
-    let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
-        .iter()
-        .all(|a| a.is_multiple_of(16));
+    let f = &input.forward;
+    let aligned = views_aligned16([f.q, f.k, f.v, input.d_o], &grads);
     let v = pick(ctx, f.shape.head_dim, aligned, opts)?;
     attention_backward_with(ctx, v, input, grads, opts)
+}
+
+/// Whether Q, K, V, dO and the three gradients all start 16-byte aligned, as the versions with
+/// 16-byte copies and stores need ([`BackwardKernel::align16`]).
+fn views_aligned16<T: AttentionFloat>(inputs: [BufRef<'_, T>; 4], grads: &AttentionGrads<'_, T>) -> bool {
+    let outputs = [grads.dq.addr(), grads.dk.addr(), grads.dv.addr()];
+    inputs.iter().map(BufRef::addr).chain(outputs).all(|a| a.is_multiple_of(16))
 }
 
 /// The version [`attention_backward`] runs: [`default_version`] or, when none runs here
@@ -267,10 +272,8 @@ pub fn attention_varlen_backward<T: BackwardFloat>(
     grads: AttentionGrads<'_, T>,
     opts: BackwardOptions,
 ) -> Result<()> {
-    let (i, f) = (&input, &input.forward);
-    let aligned = [f.q.addr(), f.k.addr(), f.v.addr(), i.d_o.addr(), grads.dq.addr(), grads.dk.addr(), grads.dv.addr()]
-        .iter()
-        .all(|a| a.is_multiple_of(16));
+    let f = &input.forward;
+    let aligned = views_aligned16([f.q, f.k, f.v, input.d_o], &grads);
     let v = pick_varlen(ctx, f.head_dim, aligned, opts)?;
     attention_varlen_backward_with(ctx, v, input, grads, opts)
 }

@@ -52,14 +52,15 @@
 //!
 //! # Safety
 //! The launcher guarantees the view lengths match the shapes (scratch holds `batch heads seq_q`
-//! floats of `D`, then from [`dq_accum_offset`] `batch heads seq_q d` of dQ when `atomic_dq`),
-//! `d` is a multiple of 32 and at most [`MAX_D`], `heads` is a multiple of `kv_heads`, and the
-//! grids above with [`THREADS`] threads and [`TILING`]'s shared bytes. Every global access is
-//! guarded against `seq_q` / `seq_k` (varlen: the sequence's own lengths). Varlen: both offset
-//! arrays have `batch + 1` non-decreasing entries from 0, the last ones the totals `seq_q` /
-//! `seq_k`, grid z is `batch`, and scratch is laid out over `heads seq_q` rows.
+//! floats of `D`, then from [`AttentionBwdParams::dq_accum_start`] `batch heads seq_q d` of dQ
+//! when `atomic_dq`), `d` is a multiple of 32 and at most [`MAX_D`], `heads` is a multiple of
+//! `kv_heads`, and the grids above with [`THREADS`] threads and [`TILING`]'s shared bytes.
+//! Every global access is guarded against `seq_q` / `seq_k` (varlen: the sequence's own
+//! lengths). Varlen: both offset arrays have `batch + 1` non-decreasing entries from 0, the
+//! last ones the totals `seq_q` / `seq_k`, grid z is `batch`, and scratch is laid out over
+//! `heads seq_q` rows.
 
-use super::{AttentionBwdParams, dq_accum_offset};
+use super::AttentionBwdParams;
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, index_1d, sync_threads, thread_idx_x};
 use crate::device::warp::reduce_sum_f32;
 use crate::device::{Element, Shared, WARP_SIZE, math};
@@ -147,16 +148,16 @@ const LSE_S: Shared<f32> = Shared::at(TILING.lse_offset(), BQ);
 const D_S: Shared<f32> = Shared::at(TILING.d_offset(), BQ);
 
 /// `D_i = rowsum(dO_i * O_i)` into `scratch[row]`; with `atomic_dq` also zeroes the row's f32
-/// dQ accumulator at `scratch[dq_accum_offset(rows) + row * d ..]`.
+/// dQ accumulator at `scratch[p.dq_accum_start(false) + row * d ..]`.
 #[inline(always)]
 pub fn preprocess<T: Element>(p: AttentionBwdParams<T>) {
     let (warp, lane) = (thread_idx_x() / WARP_SIZE, thread_idx_x() % WARP_SIZE);
-    let rows = (p.batch * p.heads) as usize * p.seq_q as usize;
+    // Varlen too: the launcher passes `batch = 1` over its `[heads, total_q]` rows.
     let row = block_idx_x() as usize * WARPS as usize + warp as usize;
-    if row >= rows {
+    if row >= p.rows(false) {
         return; // the whole warp: the reduction below is warp-uniform
     }
-    let (d, dq_at) = (p.d as usize, dq_accum_offset(rows));
+    let (d, dq_at) = (p.d as usize, p.dq_accum_start(false));
     let mut acc = 0.0f32;
     let mut c = lane as usize;
     while c < d {
@@ -316,7 +317,7 @@ pub fn dkdv<T: Element, const BUG_NO_D: bool, const VARLEN: bool, const BUG_TOP_
     let mask_q = if BUG_TOP_LEFT { seq_k } else { seq_q };
     // The first query that sees key k0 (every earlier one sees none of the tile).
     let i_first = if causal { (k0 + mask_q).saturating_sub(seq_k) } else { 0 };
-    let dq_at = dq_accum_offset(if VARLEN { heads * p.seq_q as usize } else { (p.batch * p.heads) as usize * seq_q });
+    let dq_at = p.dq_accum_start(VARLEN);
     let mut dk = [[0.0f32; DPL]; KPT];
     let mut dv = [[0.0f32; DPL]; KPT];
     for h in kvh * group..(kvh + 1) * group {
@@ -437,8 +438,8 @@ pub fn dq<T: Element, const BUG_NO_D: bool, const VARLEN: bool, const BUG_TOP_LE
 #[inline(always)]
 pub fn dq_convert<T: Element>(p: AttentionBwdParams<T>) {
     let i = index_1d();
-    let rows = (p.batch * p.heads) as usize * p.seq_q as usize;
-    if i < rows * p.d as usize {
-        p.dq.store(i, T::from_f32(p.scratch.load(dq_accum_offset(rows) + i)));
+    // Varlen too: the launcher passes `batch = 1` over its `[heads, total_q]` rows.
+    if i < p.rows(false) * p.d as usize {
+        p.dq.store(i, T::from_f32(p.scratch.load(p.dq_accum_start(false) + i)));
     }
 }

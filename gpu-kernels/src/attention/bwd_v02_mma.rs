@@ -87,13 +87,13 @@
 //! # Safety
 //! The launcher guarantees the view lengths match the shapes (scratch holds `batch heads seq_q`
 //! floats of `D`, then, with `atomic_dq`, `batch heads seq_q d` of zeroed dQ from
-//! [`dq_accum_offset`]), `d` is this
-//! kernel's `D`, `heads` is a multiple of `kv_heads`, Q, K, V, dO, dQ, dK and dV start 16-byte
-//! aligned (cp.async copies and 16-byte stores), and the grids above with the tiling's `threads()`
-//! and shared bytes. Every global access is guarded against `seq_q` / `seq_k`:
-//! rows past them are zero-filled copies that read nothing.
+//! [`AttentionBwdParams::dq_accum_start`]), `d` is this kernel's `D`, `heads` is a multiple of
+//! `kv_heads`, Q, K, V, dO, dQ, dK and dV start 16-byte aligned (cp.async copies and 16-byte
+//! stores), and the grids above with the tiling's `threads()` and shared bytes. Every global
+//! access is guarded against `seq_q` / `seq_k`: rows past them are zero-filled copies that read
+//! nothing.
 
-use super::{AttentionBwdParams, dq_accum_offset};
+use super::AttentionBwdParams;
 use crate::device::mma::{self, MmaInput, cp_async_16, cp_async_commit, cp_async_wait_group, ldmatrix};
 use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z, sync_threads, thread_idx_x};
 use crate::device::{Bytes16, Global, Shared, WARP_SIZE, hint, math};
@@ -426,7 +426,7 @@ pub fn dkdv<
     let group = heads / kv_heads;
     let causal = p.causal != 0;
     let kv_row0 = if VARLEN { kvh * p.seq_k as usize + ks } else { (b * kv_heads + kvh) * seq_k };
-    let dq_base = dq_accum_offset(if VARLEN { heads * p.seq_q as usize } else { (p.batch * p.heads) as usize * seq_q });
+    let dq_base = p.dq_accum_start(VARLEN);
     // The first query that sees key k0 (every earlier one sees none of the tile); every head
     // of the group walks the same query tiles, as one sequence of `tiles` for the pipeline.
     let i_first = if causal { (k0 + seq_q).saturating_sub(seq_k) } else { 0 };

@@ -124,8 +124,8 @@
 //! over (head dims, sequence, batch x heads), 128-byte swizzle, boxes `64 x bq` and `64 x BK`;
 //! varlen: four per sequence, as above), and launches only where the sm_90a PTX is loaded.
 
+use super::AttentionBwdParams;
 use super::v03_wgmma::RegSplit;
-use super::{AttentionBwdParams, dq_accum_offset};
 use crate::device::hopper::{
     Mbarrier, SmemDesc, Swizzle, TENSOR_MAP_BYTES, TensorMap, WgmmaAccumulator, fence_mbarrier_init, fence_proxy_async,
     fence_tensormap_acquire, setmaxnreg_dec, setmaxnreg_inc, smem_addr, swizzle_addr, tma_load_3d, wgmma_commit,
@@ -396,13 +396,15 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32, const V
     // The first query each of the lane's keys is visible to (causal), or none (past seq_k),
     // and the first query from which the warp's tiles need no mask: `([diag; 2], until)`.
     // Some key is past seq_k, or some query of the tile does not yet see the warp's last key.
-    // 32-bit: the launcher keeps lengths within TMA's i32 coordinates.
+    // 32-bit: the launcher keeps lengths below 2^31 (TMA's i32 coordinates), so `seq_q - (seq_k
+    // - key)` cannot overflow; the `+-2^30` sentinels stay clear of every real diagonal below
+    // 2^30 tokens, which memory implies (Q alone would be 128 GiB at d = 64).
     let key_mask = |(_, seq_q, _, seq_k): (usize, usize, usize, usize)| -> ([i32; 2], i32) {
         let diag = |key: usize| -> i32 {
             if key >= seq_k {
                 i32::MAX / 2
             } else if causal {
-                key as i32 + seq_q as i32 - seq_k as i32
+                seq_q as i32 - (seq_k - key) as i32
             } else {
                 i32::MIN / 2
             }
@@ -412,10 +414,9 @@ pub fn dkdv<T: MmaInput, H: BwdHeadDim, const NQ: usize, const BUG: u32, const V
     };
     let c = p.scale_log2;
     let atomic = p.atomic_dq != 0;
-    // The dQ accumulator follows the `[planes, rows]` D rows in scratch (varlen: `heads`
-    // planes of the packed total), from an even word: the paired reductions below need it.
-    let planes = if VARLEN { heads } else { (p.batch * p.heads) as usize };
-    let dq_base = dq_accum_offset(planes * p.seq_q as usize);
+    // The dQ accumulator follows the D rows in scratch, from an even word: the paired
+    // reductions below need it.
+    let dq_base = p.dq_accum_start(VARLEN);
     let first = seq_at(hint::opaque_u32(0));
     let (tiles, (key_diag, _)) = (walk(first).2, key_mask(first));
     let (dq_q0, dq_d0) = cfg.dq_part(wg);

@@ -112,7 +112,7 @@ pub struct AttentionParams<T> {
 
 /// The backward's parameters, shared by host and device: the forward's shape and inputs, its
 /// output `o` and `lse`, the output gradient `d_o`, the three gradients, and f32 scratch (`D`,
-/// then the atomic path's dQ accumulator at [`dq_accum_offset`]).
+/// then the atomic path's dQ accumulator at [`AttentionBwdParams::dq_accum_start`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionBwdParams<T> {
@@ -149,10 +149,28 @@ pub struct AttentionBwdParams<T> {
     pub maps: u64,
 }
 
+impl<T> AttentionBwdParams<T> {
+    /// The rows of `lse`, `D` and dQ: `batch heads seq_q` for a dense batch, `heads total_q`
+    /// (`seq_q` holds the total) for a variable-length one.
+    #[inline(always)]
+    pub const fn rows(&self, varlen: bool) -> usize {
+        let planes = if varlen { self.heads as usize } else { self.batch as usize * self.heads as usize };
+        planes * self.seq_q as usize
+    }
+
+    /// The word of `scratch` where the atomic path's f32 dQ accumulator starts:
+    /// [`dq_accum_offset`] of [`Self::rows`].
+    #[inline(always)]
+    pub const fn dq_accum_start(&self, varlen: bool) -> usize {
+        dq_accum_offset(self.rows(varlen))
+    }
+}
+
 /// Where the atomic path's f32 dQ accumulator starts in the backward's scratch, in words: after
 /// the `rows` words of `D`, rounded up to a multiple of 4 so every accumulator word keeps the
 /// alignment of its index (v03 adds pairs of neighbouring columns with one 8-byte reduction,
-/// which needs an even word). Host and kernels read the offset from here.
+/// which needs an even word). The host's scratch size and every kernel (through
+/// [`AttentionBwdParams::dq_accum_start`]) read the offset from here.
 pub const fn dq_accum_offset(rows: usize) -> usize {
     rows.next_multiple_of(4)
 }
