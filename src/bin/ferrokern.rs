@@ -193,6 +193,24 @@ fn bad_args(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A refused command line: the message [`bad_args`] prints before exit code 2. Any message
+/// converts, so `?` refuses with the error of a parser, a check or the context.
+struct BadArgs(String);
+
+impl<E: std::fmt::Display> From<E> for BadArgs {
+    fn from(e: E) -> Self {
+        BadArgs(e.to_string())
+    }
+}
+
+/// A `verify` step's outcome: on to the next step, or the command line refused.
+type ArgsResult<T> = Result<T, BadArgs>;
+
+/// Refuses the command line with `msg`.
+fn refuse<T>(msg: impl std::fmt::Display) -> ArgsResult<T> {
+    Err(msg.into())
+}
+
 /// The shape flags given on the command line, by name.
 fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
     [
@@ -229,7 +247,7 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
     .collect()
 }
 
-fn run_verify(a: VerifyArgs) -> ExitCode {
+fn run_verify(a: VerifyArgs) -> ArgsResult<ExitCode> {
     if a.op == "gemm" {
         return run_verify_gemm(a);
     }
@@ -246,28 +264,25 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     let row_op = RowOp::from_name(&a.op);
     if elementwise.is_none() && row_op.is_none() {
         if let Some((_, issue)) = verify::PLANNED.iter().find(|(n, _)| *n == a.op) {
-            return bad_args(format!(
+            return refuse(format!(
                 "op `{}` is not implemented yet ({issue}); available: {}",
                 a.op,
                 verify::AVAILABLE.join(", ")
             ));
         }
-        return bad_args(format!("unknown op `{}`; available: {}", a.op, verify::AVAILABLE.join(", ")));
+        return refuse(format!("unknown op `{}`; available: {}", a.op, verify::AVAILABLE.join(", ")));
     }
-    let dtype = match parse_dtype(&a.dtype) {
-        Ok(d) => d,
-        Err(m) => return bad_args(m),
-    };
+    let dtype = parse_dtype(&a.dtype)?;
     let (allowed, family): (&[&str], &str) = match elementwise {
         Some(_) => (&["--len", "--kernel"], "elementwise and takes only --len"),
         None => (&["--rows", "--cols", "--strategy"], "a row op and takes --rows and --cols (and --strategy)"),
     };
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
-        return bad_args(format!("`{}` is {family}; remove {}", a.op, stray.join(", ")));
+        return refuse(format!("`{}` is {family}; remove {}", a.op, stray.join(", ")));
     }
     if a.specials && a.huge {
-        return bad_args("choose one of --specials and --huge");
+        return refuse("choose one of --specials and --huge");
     }
     let values = if a.specials {
         Values::WithSpecials
@@ -279,17 +294,10 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     let seed = seed_or_now(a.seed);
     let result = if let Some(op) = elementwise {
         let Some(len) = a.len else {
-            return bad_args(format!("`{}` needs --len N (the number of elements)", a.op));
+            return refuse(format!("`{}` needs --len N (the number of elements)", a.op));
         };
-        let kernel = match a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)) {
-            None => None,
-            Some(Ok(def)) => Some(def),
-            Some(Err(m)) => return bad_args(m),
-        };
-        let ctx = match ferrokern::context(a.backend) {
-            Ok(c) => c,
-            Err(e) => return bad_args(e),
-        };
+        let kernel = a.kernel.as_deref().map(|k| selftest_kernel(k, op, dtype)).transpose()?;
+        let ctx = ferrokern::context(a.backend)?;
         println!(
             "verify {} len={len} dtype={} backend={} seed={seed} offset={}",
             op.name(),
@@ -308,11 +316,11 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
     } else {
         let op = row_op.expect("checked above");
         let (Some(rows), Some(cols)) = (a.rows, a.cols) else {
-            return bad_args(format!("`{}` needs --rows R and --cols C", a.op));
+            return refuse(format!("`{}` needs --rows R and --cols C", a.op));
         };
         let norm = op.finite_only();
         if norm && values != Values::Finite {
-            return bad_args(format!("`{}` is checked on finite inputs; remove --specials / --huge", a.op));
+            return refuse(format!("`{}` is checked on finite inputs; remove --specials / --huge", a.op));
         }
         let strategy = match a.strategy.as_deref() {
             None | Some("auto") => None,
@@ -321,13 +329,10 @@ fn run_verify(a: VerifyArgs) -> ExitCode {
             Some("shared") => Some(RowStrategy::Shared),
             Some("split") => Some(RowStrategy::Split),
             Some(other) => {
-                return bad_args(format!("unknown strategy `{other}`: use auto, warp, block, shared or split"));
+                return refuse(format!("unknown strategy `{other}`: use auto, warp, block, shared or split"));
             }
         };
-        let ctx = match ferrokern::context(a.backend) {
-            Ok(c) => c,
-            Err(e) => return bad_args(e),
-        };
+        let ctx = ferrokern::context(a.backend)?;
         let shape = Rows::new(rows, cols);
         let chosen = strategy.unwrap_or(op.auto_strategy(&ctx, dtype, shape));
         println!(
@@ -765,7 +770,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Bench(a) => run_bench(a),
-        Cmd::Verify(a) => run_verify(a),
+        Cmd::Verify(a) => run_verify(a).unwrap_or_else(|BadArgs(msg)| bad_args(msg)),
         Cmd::Info { sass } => run_info(sass),
     }
 }
@@ -777,7 +782,7 @@ fn gemm_selected(filter: Option<&str>) -> bool {
 
 /// `verify gemm`: one f32 GEMM on fresh random inputs, with the shipped version or, with the
 /// hidden `--kernel NAME`, any version of the ladder (or the broken `bug_no_edge_guard`).
-fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
+fn run_verify_gemm(a: VerifyArgs) -> ArgsResult<ExitCode> {
     use ferrokern::gemm::{self, Gemm, Trans};
     let allowed = [
         "--m",
@@ -795,7 +800,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
     ];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
-        return bad_args(format!(
+        return refuse(format!(
             "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue, --splits); remove {}",
             stray.join(", ")
         ));
@@ -804,20 +809,20 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
         "f32" => false,
         "bf16" | "f16" => true,
         other => {
-            return bad_args(format!("unknown dtype `{other}` for gemm: f32 (CUDA cores) or bf16/f16 (tensor cores)"));
+            return refuse(format!("unknown dtype `{other}` for gemm: f32 (CUDA cores) or bf16/f16 (tensor cores)"));
         }
     };
     if a.specials || a.huge {
-        return bad_args("gemm is checked on finite inputs; remove --specials / --huge");
+        return refuse("gemm is checked on finite inputs; remove --specials / --huge");
     }
     let (Some(m), Some(n), Some(k)) = (a.m, a.n, a.k) else {
-        return bad_args("`gemm` needs --m M --n N --k K (C is M x N, the inner dimension K)");
+        return refuse("`gemm` needs --m M --n N --k K (C is M x N, the inner dimension K)");
     };
     if tensor_cores {
         return run_verify_gemm_tc(&a, m, n, k);
     }
     if a.out16 || a.epilogue.is_some() || a.splits.is_some() {
-        return bad_args("--out16, --epilogue and --splits apply to the tensor-core gemm: add --dtype bf16 or f16");
+        return refuse("--out16, --epilogue and --splits apply to the tensor-core gemm: add --dtype bf16 or f16");
     }
     let version = match a.kernel.as_deref() {
         None => None,
@@ -825,7 +830,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
             Some(v) => Some(v),
             None => {
                 let names: Vec<&str> = gemm::VERSIONS.iter().map(|v| v.name).collect();
-                return bad_args(format!(
+                return refuse(format!(
                     "unknown gemm version `{name}`: use one of {}, or bug_no_edge_guard",
                     names.join(", ")
                 ));
@@ -838,10 +843,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
         .batched(a.batch.unwrap_or(1))
         .scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
     let seed = seed_or_now(a.seed);
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
+    let ctx = ferrokern::context(a.backend)?;
     let v = version.unwrap_or_else(|| gemm::default_version(&g));
     println!(
         "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} batch={} alpha={} beta={} dtype=f32 backend={} version={} seed={seed} offset={}",
@@ -860,12 +862,12 @@ fn run_verify_gemm(a: VerifyArgs) -> ExitCode {
 
 /// `verify gemm --dtype bf16|f16`: the tensor-core path (any layout, f32 or 16-bit C, an
 /// optional fused epilogue).
-fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode {
+fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ArgsResult<ExitCode> {
     use ferrokern::gemm::{Gemm, Trans};
     use ferrokern::gemm_tc;
     use half::{bf16, f16};
     if a.batch.is_some_and(|b| b != 1) {
-        return bad_args("the tensor-core gemm runs one matrix; remove --batch, or use --dtype f32");
+        return refuse("the tensor-core gemm runs one matrix; remove --batch, or use --dtype f32");
     }
     let mut ep = verify::EpilogueSpec::default();
     for part in a.epilogue.as_deref().unwrap_or("").split(',').filter(|p| !p.is_empty()) {
@@ -874,25 +876,17 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
             "gelu" => ep.gelu = true,
             "residual" => ep.residual = true,
             other => {
-                return bad_args(format!(
-                    "unknown epilogue part `{other}`: use bias, gelu, residual (comma-separated)"
-                ));
+                return refuse(format!("unknown epilogue part `{other}`: use bias, gelu, residual (comma-separated)"));
             }
         }
     }
     let t = |b: bool| if b { Trans::T } else { Trans::N };
     let g =
         Gemm::new(m, n, k).transposed(t(a.trans_a), t(a.trans_b)).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
-    let version = match kernel_version("tensor-core gemm", a.kernel.as_deref(), gemm_tc::VERSIONS, |v| v.name, || None)
-    {
-        // The inputs start `offset` elements into 256-byte aligned buffers.
-        Ok(v) => v.unwrap_or_else(|| gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset)),
-        Err(e) => return bad_args(e),
-    };
+    let ctx = ferrokern::context(a.backend)?;
+    // The inputs start `offset` elements into 256-byte aligned buffers.
+    let version = kernel_version("tensor-core gemm", a.kernel.as_deref(), gemm_tc::VERSIONS, |v| v.name, || None)?
+        .unwrap_or_else(|| gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset));
     let seed = seed_or_now(a.seed);
     let sms = gemm_tc::sm_count(&ctx);
     println!(
@@ -921,31 +915,22 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ExitCode 
 
 /// `verify attention`: FlashAttention's rule against the f64 reference, with the version the
 /// launcher picks for the shape or, with the hidden `--kernel NAME`, any version of the ladder.
-fn run_verify_attention(a: VerifyArgs) -> ExitCode {
+fn run_verify_attention(a: VerifyArgs) -> ArgsResult<ExitCode> {
     use ferrokern::attention::{self as att, AttentionCase, check_with};
     if a.varlen.is_some() {
         return run_verify_attention_varlen(a);
     }
-    let DenseArgs { dtype, shape, seed } = match dense_args(&a, "attention", &[]) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    let DenseArgs { dtype, shape, seed } = dense_args(&a, "attention", &[])?;
     let head_dim = shape.head_dim;
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
+    let ctx = ferrokern::context(a.backend)?;
     // The check's buffers are fresh allocations: 16-byte aligned.
-    let version = match kernel_version(
+    let version = kernel_version(
         "attention",
         a.kernel.as_deref(),
         att::VERSIONS,
         |v| v.name,
         || att::default_version(&ctx, head_dim, true),
-    ) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    )?;
     let case = AttentionCase { dtype, shape, causal: a.causal, seed };
     let Some(version) = version else {
         // No version runs the call: the launcher's refusal, with no header naming none.
@@ -987,26 +972,17 @@ fn kernel_version<V>(
 /// sequence), packed with cumulative offsets, each sequence checked against the dense
 /// reference with FlashAttention's rule; the version the launcher picks or, with the hidden
 /// `--kernel NAME`, any version with variable-length kernels.
-fn run_verify_attention_varlen(a: VerifyArgs) -> ExitCode {
+fn run_verify_attention_varlen(a: VerifyArgs) -> ArgsResult<ExitCode> {
     use ferrokern::attention::{VarlenCase, check_varlen_with, default_varlen_version};
-    let VarlenArgs { lens, shown, dtype, heads, kv_heads, head_dim, seed } = match varlen_args(&a, "attention", &[]) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
-    let version = match kernel_version(
+    let VarlenArgs { lens, shown, dtype, heads, kv_heads, head_dim, seed } = varlen_args(&a, "attention", &[])?;
+    let ctx = ferrokern::context(a.backend)?;
+    let version = kernel_version(
         "attention",
         a.kernel.as_deref(),
         ferrokern::attention::VERSIONS,
         |v| v.name,
         || default_varlen_version(&ctx, head_dim, true),
-    ) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    )?;
     let case = VarlenCase { dtype, heads, kv_heads, head_dim, lens, causal: a.causal, seed };
     let Some(version) = version else {
         return report_exit(check_varlen_with(&ctx, &case, None));
@@ -1120,28 +1096,19 @@ fn parse_varlen(spec: &str) -> Result<Vec<(usize, usize)>, String> {
 /// `verify attention_backward --varlen 7:9,113,1:40`: the variable-length backward after the
 /// forward, each sequence checked against the dense backward reference with FlashAttention's
 /// rule; the shipped version or, with the hidden `--kernel NAME`, any version with varlen kernels.
-fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
+fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ArgsResult<ExitCode> {
     use ferrokern::attention_backward::{self as bwd, VarlenBackwardCase, check_varlen_backward};
     let VarlenArgs { lens, shown, dtype, heads, kv_heads, head_dim, seed } =
-        match varlen_args(&a, "attention_backward", &["--deterministic"]) {
-            Ok(v) => v,
-            Err(e) => return bad_args(e),
-        };
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
+        varlen_args(&a, "attention_backward", &["--deterministic"])?;
+    let ctx = ferrokern::context(a.backend)?;
     let opts = bwd::BackwardOptions { deterministic: a.deterministic };
-    let version = match kernel_version(
+    let version = kernel_version(
         "attention_backward",
         a.kernel.as_deref(),
         bwd::BACKWARD_VERSIONS,
         |v| v.name,
         || bwd::default_varlen_version(&ctx, head_dim, true, opts),
-    ) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    )?;
     let case = VarlenBackwardCase {
         dtype,
         heads,
@@ -1169,31 +1136,22 @@ fn run_verify_attention_backward_varlen(a: VerifyArgs) -> ExitCode {
 /// `verify attention_backward`: the forward (the version `attention` picks) then the backward,
 /// FlashAttention's backward rule against the f64 reference; the shipped backward or, with the
 /// hidden `--kernel NAME`, any version; `--deterministic` for the reproducible dQ pass.
-fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
+fn run_verify_attention_backward(a: VerifyArgs) -> ArgsResult<ExitCode> {
     if a.varlen.is_some() {
         return run_verify_attention_backward_varlen(a);
     }
     use ferrokern::attention_backward::{self as bwd, AttentionBackwardCase, check_backward};
-    let DenseArgs { dtype, shape, seed } = match dense_args(&a, "attention_backward", &["--deterministic"]) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    let DenseArgs { dtype, shape, seed } = dense_args(&a, "attention_backward", &["--deterministic"])?;
     let head_dim = shape.head_dim;
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
+    let ctx = ferrokern::context(a.backend)?;
     let opts = bwd::BackwardOptions { deterministic: a.deterministic };
-    let version = match kernel_version(
+    let version = kernel_version(
         "attention_backward",
         a.kernel.as_deref(),
         bwd::BACKWARD_VERSIONS,
         |v| v.name,
         || bwd::default_version(&ctx, head_dim, true, opts),
-    ) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
+    )?;
     let case = AttentionBackwardCase { dtype, shape, causal: a.causal, deterministic: a.deterministic, seed };
     let Some(version) = version else {
         return report_exit(check_backward(&ctx, &case, None));
@@ -1218,7 +1176,7 @@ fn run_verify_attention_backward(a: VerifyArgs) -> ExitCode {
 /// `verify paged_decode`: decode attention over a paged KV cache with shuffled pages, every
 /// sequence at `--context` tokens (`--q-len` of them new), FlashAttention's rule against the
 /// f64 reference; the shipped version or, with the hidden `--kernel NAME`, any version.
-fn run_verify_paged(a: VerifyArgs) -> ExitCode {
+fn run_verify_paged(a: VerifyArgs) -> ArgsResult<ExitCode> {
     use ferrokern::paged::{self, PagedCase, Split, check_with};
     let allowed = [
         "--batch",
@@ -1233,22 +1191,16 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
     ];
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
-        return bad_args(format!(
+        return refuse(format!(
             "`paged_decode` takes --batch --heads --kv-heads --head-dim --page-size --context [--q-len N] [--strategy auto|off|split:N]; remove {}",
             stray.join(", ")
         ));
     }
-    let version = match kernel_version("paged_decode", a.kernel.as_deref(), paged::VERSIONS, |v| v.name, || None) {
-        Ok(v) => v,
-        Err(e) => return bad_args(e),
-    };
-    let dtype = match half_dtype(&a, "paged_decode") {
-        Ok(d) => d,
-        Err(e) => return bad_args(e),
-    };
+    let version = kernel_version("paged_decode", a.kernel.as_deref(), paged::VERSIONS, |v| v.name, || None)?;
+    let dtype = half_dtype(&a, "paged_decode")?;
     let (Some(heads), Some(head_dim), Some(page_size), Some(context)) = (a.heads, a.head_dim, a.page_size, a.context)
     else {
-        return bad_args(
+        return refuse(
             "`paged_decode` needs --heads H --head-dim D --page-size P --context L (and --batch, --kv-heads default to 1, H)",
         );
     };
@@ -1257,7 +1209,7 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
         Some("off") => Split::Off,
         Some(s) => match s.strip_prefix("split:").and_then(|n| n.parse().ok()) {
             Some(n) => Split::Keys(n),
-            None => return bad_args(format!("unknown strategy `{s}`: use auto, off or split:N (N a multiple of 32)")),
+            None => return refuse(format!("unknown strategy `{s}`: use auto, off or split:N (N a multiple of 32)")),
         },
     };
     let batch = a.batch.unwrap_or(1);
@@ -1276,10 +1228,7 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
     // Without --kernel, the version paged_decode picks for this shape (the check's caches are
     // aligned allocations).
     let version = version.unwrap_or_else(|| paged::pick_version(case.rows_per_kv_head(), true));
-    let ctx = match ferrokern::context(a.backend) {
-        Ok(c) => c,
-        Err(e) => return bad_args(e),
-    };
+    let ctx = ferrokern::context(a.backend)?;
     println!(
         "verify paged_decode batch={batch} heads={heads} kv_heads={} q_len={} head_dim={head_dim} page_size={page_size} context={context} split={split:?} dtype={} backend={} version={} seed={}",
         case.kv_heads,
@@ -1292,17 +1241,18 @@ fn run_verify_paged(a: VerifyArgs) -> ExitCode {
     report_exit(check_with(&ctx, &case, version))
 }
 
-/// Prints a verify result as the last line and maps it to the exit code.
-fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ExitCode {
+/// Prints a verify result as the last line and maps it to the exit code; the launcher's
+/// refusal of the arguments is a refused command line.
+fn report_exit(result: ferrokern::Result<ferrokern::check::Report>) -> ArgsResult<ExitCode> {
     match result {
         Ok(report) => {
             println!("{report}");
-            if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+            Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Err(e @ ferrokern::Error::InvalidArgument { .. }) => bad_args(e),
+        Err(e @ ferrokern::Error::InvalidArgument { .. }) => refuse(e),
         Err(e) => {
             println!("FAIL error: {e}");
-            ExitCode::from(1)
+            Ok(ExitCode::from(1))
         }
     }
 }
