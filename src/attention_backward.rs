@@ -460,8 +460,7 @@ fn launch<T: BackwardFloat>(
     opts: BackwardOptions,
 ) -> Result<()> {
     let Run { kernel, kernels, shape: s, longest: (max_q, max_k), cu } = run;
-    // Dense rows are [batch, heads, seq_q]; varlen rows [heads, total_q]: the same count.
-    let rows = if cu.is_some() { s.heads * s.seq_q } else { s.lse_len() };
+    let rows = gpu_kernels::attention::backward_rows(s.batch, s.heads, s.seq_q, cu.is_some());
     let q_len = rows * s.head_dim;
     let kt = kernel.row_threads as usize;
     let pre_blocks = grid_x("preprocess", rows.div_ceil(kernel.preprocess_rows as usize))?;
@@ -504,13 +503,11 @@ fn launch<T: BackwardFloat>(
             cu_seqlens_k: offsets.as_ref().map_or_else(empty, |(_, ck)| ck.as_view().global()),
             maps: 0,
         };
-        // The row passes see varlen's [heads, total_q] rows as one dense batch.
-        let row_params = if cu.is_some() { AttentionBwdParams { batch: 1, ..params } } else { params };
         let (block, row_block) = (Dim3::x(kernel.threads), Dim3::x(kernel.row_threads));
         let dq_block = Dim3::x(kernel.dq_threads);
         if rows > 0 {
             let cfg = LaunchConfig { grid: Dim3::x(pre_blocks), block: row_block, shared_bytes: 0 };
-            ctx.launch(kernels.preprocess, cfg, row_params)?;
+            ctx.launch(kernels.preprocess, cfg, params)?;
         }
         if max_k > 0 {
             let grid = Dim3::new(max_k.div_ceil(kernel.block_k as usize) as u32, s.kv_heads as u32, s.batch as u32);
@@ -524,7 +521,7 @@ fn launch<T: BackwardFloat>(
         if rows > 0 {
             if atomic {
                 let cfg = LaunchConfig { grid: Dim3::x(conv_blocks), block: row_block, shared_bytes: 0 };
-                ctx.launch(kernels.dq_convert, cfg, row_params)?;
+                ctx.launch(kernels.dq_convert, cfg, params)?;
             } else if max_q > 0 {
                 let grid = Dim3::new(max_q.div_ceil(kernel.block_q as usize) as u32, s.heads as u32, s.batch as u32);
                 let cfg = LaunchConfig { grid, block: dq_block, shared_bytes: kernel.dq_shared_bytes };

@@ -43,8 +43,8 @@
 //! `cu_seqlens_q/k` (layout `[heads, total, d]`, `seq_q` / `seq_k` the totals; the mask is
 //! aligned per sequence); grid x covers the longest sequence and blocks past their own leave
 //! before the first barrier. Separate entry points, so the dense kernels keep their registers.
-//! [`preprocess`] and [`dq_convert`] are row passes over `heads total_q` rows: the launcher runs
-//! the dense ones with `batch = 1`, which is exactly that layout.
+//! [`preprocess`] and [`dq_convert`] are row passes: over `heads total_q` rows when
+//! `cu_seqlens_q` is given ([`AttentionBwdParams::is_varlen`]), one entry point for both.
 //!
 //! # Determinism
 //! `preprocess`, `dkdv` (dK, dV), `dq` and `dq_convert` are bitwise deterministic run to run;
@@ -148,16 +148,16 @@ const LSE_S: Shared<f32> = Shared::at(TILING.lse_offset(), BQ);
 const D_S: Shared<f32> = Shared::at(TILING.d_offset(), BQ);
 
 /// `D_i = rowsum(dO_i * O_i)` into `scratch[row]`; with `atomic_dq` also zeroes the row's f32
-/// dQ accumulator at `scratch[p.dq_accum_start(false) + row * d ..]`.
+/// dQ accumulator at `scratch[p.dq_accum_start(..) + row * d ..]`.
 #[inline(always)]
 pub fn preprocess<T: Element>(p: AttentionBwdParams<T>) {
     let (warp, lane) = (thread_idx_x() / WARP_SIZE, thread_idx_x() % WARP_SIZE);
-    // Varlen too: the launcher passes `batch = 1` over its `[heads, total_q]` rows.
     let row = block_idx_x() as usize * WARPS as usize + warp as usize;
-    if row >= p.rows(false) {
+    let varlen = p.is_varlen();
+    if row >= p.rows(varlen) {
         return; // the whole warp: the reduction below is warp-uniform
     }
-    let (d, dq_at) = (p.d as usize, p.dq_accum_start(false));
+    let (d, dq_at) = (p.d as usize, p.dq_accum_start(varlen));
     let mut acc = 0.0f32;
     let mut c = lane as usize;
     while c < d {
@@ -438,8 +438,8 @@ pub fn dq<T: Element, const BUG_NO_D: bool, const VARLEN: bool, const BUG_TOP_LE
 #[inline(always)]
 pub fn dq_convert<T: Element>(p: AttentionBwdParams<T>) {
     let i = index_1d();
-    // Varlen too: the launcher passes `batch = 1` over its `[heads, total_q]` rows.
-    if i < p.rows(false) * p.d as usize {
-        p.dq.store(i, T::from_f32(p.scratch.load(p.dq_accum_start(false) + i)));
+    let varlen = p.is_varlen();
+    if i < p.rows(varlen) * p.d as usize {
+        p.dq.store(i, T::from_f32(p.scratch.load(p.dq_accum_start(varlen) + i)));
     }
 }

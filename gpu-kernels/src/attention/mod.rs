@@ -28,7 +28,8 @@
 //! The backward over a variable-length batch ([`BackwardKernel::varlen`], the forward's
 //! `cu_seqlens_q/k` layout) has its own `dkdv` and `dq` entry points (`VARLEN`), so the dense
 //! kernels keep their registers; its row passes (`preprocess`, `dq_convert`) are the dense
-//! ones launched with `batch = 1` over the `[heads, total_q]` rows.
+//! ones, which run over `[heads, total_q]` rows when `cu_seqlens_q` is given
+//! ([`AttentionBwdParams::is_varlen`]).
 
 /// Unrolls `body` for `i = 0 .. n` (`n <= 16`, a constant), so register arrays are indexed by
 /// constants and stay in registers.
@@ -150,12 +151,18 @@ pub struct AttentionBwdParams<T> {
 }
 
 impl<T> AttentionBwdParams<T> {
-    /// The rows of `lse`, `D` and dQ: `batch heads seq_q` for a dense batch, `heads total_q`
-    /// (`seq_q` holds the total) for a variable-length one.
+    /// A variable-length batch: `cu_seqlens_q` is given. The `dkdv` and `dq` kernels know it
+    /// at compile time (their `VARLEN` entry points); the row passes, shared by both, read it
+    /// here.
+    #[inline(always)]
+    pub const fn is_varlen(&self) -> bool {
+        !self.cu_seqlens_q.is_empty()
+    }
+
+    /// The rows of `lse`, `D` and dQ ([`backward_rows`] of this shape).
     #[inline(always)]
     pub const fn rows(&self, varlen: bool) -> usize {
-        let planes = if varlen { self.heads as usize } else { self.batch as usize * self.heads as usize };
-        planes * self.seq_q as usize
+        backward_rows(self.batch as usize, self.heads as usize, self.seq_q as usize, varlen)
     }
 
     /// The word of `scratch` where the atomic path's f32 dQ accumulator starts:
@@ -164,6 +171,15 @@ impl<T> AttentionBwdParams<T> {
     pub const fn dq_accum_start(&self, varlen: bool) -> usize {
         dq_accum_offset(self.rows(varlen))
     }
+}
+
+/// The rows of the backward's `lse`, `D` and dQ: `batch heads seq_q` for a dense batch,
+/// `heads total_q` for a variable-length one (`seq_q` is then the total). The host sizes the
+/// scratch and the row passes' grids with it; the kernels read it through
+/// [`AttentionBwdParams::rows`].
+pub const fn backward_rows(batch: usize, heads: usize, seq_q: usize, varlen: bool) -> usize {
+    let planes = if varlen { heads } else { batch * heads };
+    planes * seq_q
 }
 
 /// Where the atomic path's f32 dQ accumulator starts in the backward's scratch, in words: after
@@ -584,7 +600,8 @@ pub struct BackwardKernel {
 }
 
 /// A backward version's variable-length kernels (same tiling, threads and shared bytes); the
-/// row passes `preprocess` and `dq_convert` are the dense ones, launched with `batch = 1`.
+/// row passes `preprocess` and `dq_convert` are the dense ones (they read
+/// [`AttentionBwdParams::is_varlen`]).
 #[cfg(not(target_arch = "nvptx64"))]
 pub struct BackwardVarlen {
     pub bf16: BackwardKernels<Bf16>,
