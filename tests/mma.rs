@@ -303,6 +303,20 @@ fn emulator_rejects_a_wgmma_reading_unfenced_stores() {
     assert_probe_rejected(256, &["fence.proxy.async", "probe.rs"], "a wgmma reading unfenced generic stores");
 }
 
+/// The fence must also come before the barrier that orders the wgmma after the stores: a
+/// thread's wgmma reads other threads' stores, so their fences must reach it. Fenced after the
+/// barrier (mode bit 9) is rejected, naming the store, through `sync_threads` and through a
+/// named barrier (bit 10); fenced before, the named barrier orders the fences (right product).
+#[test]
+fn emulator_rejects_a_wgmma_whose_stores_are_fenced_after_the_barrier() {
+    let needle = ["not ordered before this wgmma", "probe.rs"];
+    assert_probe_rejected(512, &needle, "stores fenced after sync_threads");
+    assert_probe_rejected(512 | 1024, &needle, "stores fenced after the named barrier");
+    let (a, b) = (vec![1.0f32; 64 * 16], vec![1.0f32; 16 * 128]);
+    let d = run_wgmma(&Context::emulator(), &a, &b, 128, 1024).expect("fenced stores, then a named barrier");
+    assert!(d.iter().all(|&x| x == 16.0), "all-ones 64x16 by 16x128 gives 16 everywhere");
+}
+
 fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], n: usize, mode: u32) -> Result<Vec<f32>, Error> {
     let conv = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<bf16>>();
     let (ab, bb) = (ctx.upload(&conv(a))?, ctx.upload(&conv(b))?);

@@ -86,6 +86,7 @@ fn named_barrier_arrival(id: u32, threads: u32, at: &'static Location<'static>) 
         bar.per_warp = vec![0; block_threads.div_ceil(32) as usize];
     }
     bar.per_warp[t.warp() as usize] += 1;
+    bar.arriving.release(block, t.linear);
     let phase = bar.completed;
     if bar.arrived == bar.threads {
         // Arrivals count whole warps on the GPU: a warp with some lanes missing would complete
@@ -100,6 +101,7 @@ fn named_barrier_arrival(id: u32, threads: u32, at: &'static Location<'static>) 
             ));
         }
         bar.completed += 1;
+        bar.released = std::mem::take(&mut bar.arriving);
         bar.threads = 0;
         bar.arrived = 0;
         bar.first = None;
@@ -119,6 +121,7 @@ pub fn named_barrier_sync(id: u32, threads: u32) {
         t.state.set(State::Named { id, phase, at });
         t.suspend();
     }
+    t.block().named.borrow()[id as usize].released.acquire(t.block(), t.linear);
     t.state.set(State::Ready);
 }
 

@@ -1,6 +1,6 @@
 //! One block's execution: its threads as coroutines, its barriers and warp collectives.
 
-use super::shadow::SharedMem;
+use super::shadow::{FenceClock, SharedMem};
 use super::{EmuError, FaultKind, LaunchConfig, Loc, d3};
 use crate::Dim3;
 use crate::device::warp::{ShflMode, VoteMode};
@@ -132,6 +132,12 @@ pub(crate) struct BlockCtx {
     pub warp_epoch: Vec<Cell<u32>>,
     /// `fence.proxy.async` executed so far, per thread.
     pub proxy_fences: Vec<Cell<u32>>,
+    /// Each thread's `proxy_fences` when the last block barrier completed: known to every
+    /// thread after it.
+    pub barrier_fences: Vec<Cell<u32>>,
+    /// Per thread: the fences of others it knows through named barriers, mbarriers and
+    /// `sync_warp` ([`FenceClock`]).
+    pub fence_clocks: RefCell<Vec<FenceClock>>,
     pub posts: RefCell<Vec<Option<Post>>>,
     pub results: Vec<Cell<u32>>,
     /// Tensor-core state: wide collective words and pending `cp.async` copies.
@@ -158,6 +164,9 @@ pub(crate) struct NamedBar {
     pub per_warp: Vec<u32>,
     /// Completed phases.
     pub completed: u32,
+    /// The fence clocks released into the phase in progress, and into the last completed one.
+    pub arriving: FenceClock,
+    pub released: FenceClock,
     /// Where the phase in progress got its first arrival.
     pub first: Option<Loc>,
 }
@@ -255,6 +264,8 @@ impl BlockRunner {
             barrier_epoch: Cell::new(0),
             warp_epoch: (0..warps).map(|_| Cell::new(0)).collect(),
             proxy_fences: (0..n).map(|_| Cell::new(0)).collect(),
+            barrier_fences: (0..n).map(|_| Cell::new(0)).collect(),
+            fence_clocks: RefCell::new(vec![FenceClock::default(); n]),
             posts: RefCell::new(vec![None; n]),
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),
@@ -524,6 +535,11 @@ impl BlockRunner {
                 }
                 if p.op == WarpOp::Sync {
                     block.warp_epoch[w].set(block.warp_epoch[w].get() + 1);
+                    // Each participating lane now knows the others' fences.
+                    let lanes_in = (0..lanes).filter(|&m| p.mask & (1 << m) != 0).map(|m| (base + m) as u32);
+                    let mut joined = FenceClock::default();
+                    lanes_in.clone().for_each(|l| joined.release(block, l));
+                    lanes_in.for_each(|l| joined.acquire(block, l));
                 }
                 handled |= p.mask;
                 progressed = true;
@@ -605,6 +621,9 @@ impl BlockRunner {
             });
         }
         block.barrier_epoch.set(block.barrier_epoch.get() + 1);
+        for (known, fences) in block.barrier_fences.iter().zip(&block.proxy_fences) {
+            known.set(fences.get());
+        }
         for t in threads {
             t.state.set(State::Ready);
         }

@@ -23,13 +23,15 @@
 //!   its own `wgmma_wait`, or through an mbarrier phase that the reading warpgroup's threads
 //!   arrived on after their wait (a vector clock over warpgroups carried by mbarrier phases).
 //! - A wgmma may not read bytes last stored by a thread (the generic proxy) unless that thread
-//!   has executed `fence.proxy.async` since the store. That the wgmma is ordered after the
-//!   fence (a barrier in between) is not checked here; the race detector and the kernels'
-//!   tests cover the ordering.
+//!   has executed `fence.proxy.async` since the store and, when it is another thread, that
+//!   fence is ordered before the wgmma: by a block barrier, or by the writer's arrival on a
+//!   named barrier or an mbarrier whose phase the reader waited for, possibly through other
+//!   threads' arrivals and `sync_warp`s (`shadow::FenceClock`).
 //! - Not modelled: the 8 bytes of an mbarrier being touched by plain loads and stores, cluster
 //!   scope.
 
 use super::block::{BlockCtx, State, WarpOp, current};
+use super::shadow::FenceClock;
 use super::{FaultKind, Loc};
 use crate::device::hopper::{Swizzle, TmaDesc, swizzle_addr};
 use crate::device::mma::MmaKind;
@@ -62,6 +64,10 @@ pub(crate) struct Mbar {
     /// Warpgroup clock joined from this phase's arrivals so far, and at the last completion.
     arriving: [u32; WGS],
     completed: [u32; WGS],
+    /// The arrivals' fence clocks ([`super::shadow::FenceClock`]): this phase's so far, and
+    /// the last completed phase's.
+    arriving_fences: FenceClock,
+    completed_fences: FenceClock,
 }
 
 #[derive(Default, Clone)]
@@ -176,7 +182,20 @@ pub fn mbar_init(offset: u32, count: u32) {
     if bars.contains_key(&offset) {
         async_fault(format!("mbarrier at shared byte {offset} initialized twice (again at {})", at_str(at)));
     }
-    bars.insert(offset, Mbar { count, pending: count, tx: 0, phase: 0, arriving: [0; WGS], completed: [0; WGS] });
+    let fresh = FenceClock::default();
+    bars.insert(
+        offset,
+        Mbar {
+            count,
+            pending: count,
+            tx: 0,
+            phase: 0,
+            arriving: [0; WGS],
+            completed: [0; WGS],
+            arriving_fences: fresh.clone(),
+            completed_fences: fresh,
+        },
+    );
 }
 
 fn bar_missing(offset: u32, at: Loc) -> ! {
@@ -192,6 +211,7 @@ fn maybe_complete(b: &mut Mbar) {
         b.phase += 1;
         b.pending = b.count;
         b.completed = b.arriving;
+        b.completed_fences = std::mem::take(&mut b.arriving_fences);
     }
 }
 
@@ -217,6 +237,7 @@ pub fn mbar_arrive(offset: u32, tx_bytes: u32) {
         *c = (*c).max(k);
     }
     b.arriving[wg] = b.arriving[wg].max(ts.done);
+    b.arriving_fences.release(block, t.linear);
     maybe_complete(b);
     block.progress.set(true);
 }
@@ -237,6 +258,7 @@ pub fn mbar_wait(offset: u32, parity: u32) {
                 for (c, &k) in ts.clock.iter_mut().zip(&b.completed) {
                     *c = (*c).max(k);
                 }
+                b.completed_fences.acquire(block, t.linear);
                 block.progress.set(true);
                 t.state.set(State::Ready);
                 return;
@@ -608,7 +630,14 @@ fn wgmma(kind: MmaKind, d: &mut [f32], a: WgmmaA, b: u64, ops: WgmmaOperands) {
             }
             None => {}
         }
-        if let Some((writer, wat)) = block.shared.unfenced_write(block, addr, 2) {
+        if let Some((writer, wat, fenced)) = block.shared.unpublished_write(block, t.linear, addr, 2) {
+            if fenced {
+                async_fault(format!(
+                    "wgmma at {} reads shared byte {addr}, stored by thread {writer} at {}, whose fence.proxy.async after the store is not ordered before this wgmma: the writer must fence and then reach a barrier this thread waits for (sync_threads, a named barrier, or an mbarrier phase)",
+                    at_str(at),
+                    at_str(wat)
+                ));
+            }
             async_fault(format!(
                 "wgmma at {} reads shared byte {addr}, stored by thread {writer} at {} with no fence.proxy.async after the store: the async proxy may not see generic writes until the writer fences (before the barrier that orders the wgmma after it)",
                 at_str(at),

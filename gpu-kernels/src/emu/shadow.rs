@@ -28,6 +28,57 @@ struct Stamp {
 
 const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, proxy_fences: 0, at: None };
 
+/// What a thread knows of other threads' `fence.proxy.async` counts through the barriers it
+/// waited for: a vector clock over the block's threads (entry `w`: the count thread `w` had
+/// when it released something this thread acquired). A release is an arrival on a named
+/// barrier or an mbarrier, carrying the arriving thread's clock and its own count into the
+/// phase; waiting for the phase acquires it (the latest completed phase's, which may know
+/// more than the one waited for: permissive, never a false report). `sync_warp` joins the
+/// clocks of its lanes. Block barriers are simpler: every thread knows every count at the
+/// last one (`BlockCtx::barrier_fences`). Entries past the end are zero; a thread that never
+/// fenced adds nothing, so kernels without `fence.proxy.async` keep these empty.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FenceClock(Vec<u32>);
+
+impl FenceClock {
+    pub fn get(&self, thread: u32) -> u32 {
+        self.0.get(thread as usize).copied().unwrap_or(0)
+    }
+
+    fn raise(&mut self, thread: u32, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let i = thread as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = self.0[i].max(count);
+    }
+
+    fn join(&mut self, other: &FenceClock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, &b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(b);
+        }
+    }
+
+    /// A release by thread `t` into a phase's clock: what `t` knows, and its own count.
+    pub fn release(&mut self, block: &BlockCtx, t: u32) {
+        self.join(&block.fence_clocks.borrow()[t as usize]);
+        self.raise(t, block.proxy_fences[t as usize].get());
+    }
+
+    /// Thread `t` acquires a completed phase's clock.
+    pub fn acquire(&self, block: &BlockCtx, t: u32) {
+        if !self.0.is_empty() {
+            block.fence_clocks.borrow_mut()[t as usize].join(self);
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Granule {
     written: bool,
@@ -71,15 +122,29 @@ impl SharedMem {
         }
     }
 
-    /// The generic-proxy write of `offset .. offset + size` whose thread has not executed
-    /// `fence.proxy.async` since (writer, where), if any: the async proxy (a wgmma) must not
-    /// read it. Bytes a TMA wrote last have no generic writer.
-    pub fn unfenced_write(&self, block: &BlockCtx, offset: u32, size: u32) -> Option<(u32, Loc)> {
+    /// A generic-proxy store in `offset .. offset + size` that the async proxy of thread
+    /// `reader` (its wgmma) may not read yet, if any: (writer, where, whether the writer has
+    /// fenced since). A store becomes readable once its thread has executed `fence.proxy.async`
+    /// after it and, unless the writer is the reader, that fence is ordered before the reader by
+    /// a block barrier, or by arrivals on named barriers or mbarriers (and `sync_warp`s
+    /// between lanes) whose phases the reader waited for: [`FenceClock`]. Bytes a TMA wrote
+    /// last have no generic writer.
+    pub fn unpublished_write(&self, block: &BlockCtx, reader: u32, offset: u32, size: u32) -> Option<(u32, Loc, bool)> {
         let shadow = self.shadow.borrow();
+        let clocks = block.fence_clocks.borrow();
         (offset / GRANULE..(offset + size).div_ceil(GRANULE)).find_map(|g| {
             let w = &shadow[g as usize].write;
-            (w.thread != NOBODY && block.proxy_fences[w.thread as usize].get() == w.proxy_fences)
-                .then(|| (w.thread, w.at.expect("recorded writes have a location")))
+            if w.thread == NOBODY {
+                return None;
+            }
+            let fences = block.proxy_fences[w.thread as usize].get();
+            let known = if w.thread == reader {
+                fences
+            } else {
+                block.barrier_fences[w.thread as usize].get().max(clocks[reader as usize].get(w.thread))
+            };
+            (known <= w.proxy_fences)
+                .then(|| (w.thread, w.at.expect("recorded writes have a location"), fences > w.proxy_fences))
         })
     }
 

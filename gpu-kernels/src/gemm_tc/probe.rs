@@ -150,7 +150,9 @@ pub struct WgmmaProbeParams {
     /// runs `setmaxnreg.inc`, warp 1 with another count than the others; bit 6: A from
     /// registers (built by the documented register-A layout, bit 0 ignored); bit 7 with bit
     /// 6: the deliberate bug (A registers 1 and 2 swapped); bit 8 (emulator only): no
-    /// `fence.proxy.async` between the stores and the wgmma.
+    /// `fence.proxy.async` between the stores and the wgmma; bit 9 (emulator only): the fence
+    /// after the barrier instead of before it; bit 10: a named barrier over the warpgroup
+    /// instead of `sync_threads` between the stores and the wgmma.
     pub mode: u32,
     pub _pad: u32,
 }
@@ -208,11 +210,20 @@ fn wgmma_n<D: crate::device::hopper::WgmmaAccumulator>(p: WgmmaProbeParams) {
         smem.store(canonical(WGMMA_PROBE_B_AT, c, k, !b_k, 2048) / 2, p.b.load(e as usize));
         e += WGMMA_PROBE_THREADS;
     }
-    // The stores are generic-proxy writes that wgmma (the async proxy) reads.
-    if p.mode & 256 == 0 {
+    // The stores are generic-proxy writes that wgmma (the async proxy) reads: each thread
+    // fences its own, then the barrier orders every fence before every thread's wgmma.
+    let (fence_before, fence_after) = (p.mode & (256 | 512) == 0, p.mode & 512 != 0);
+    if fence_before {
         fence_proxy_async();
     }
-    sync_threads();
+    if p.mode & 1024 != 0 {
+        crate::device::thread::NamedBarrier::new(1, WGMMA_PROBE_THREADS).sync();
+    } else {
+        sync_threads();
+    }
+    if fence_after {
+        fence_proxy_async();
+    }
     let sbo = if p.mode & 4 != 0 { 512 } else { 1024 };
     let a_at = if p.mode & 8 != 0 && t / 32 == 1 { 16 } else { 0 };
     let a = SmemDesc::new(smem_addr(a_at), if a_mn { 2048 } else { 16 }, sbo, Swizzle::B128);
