@@ -735,4 +735,85 @@ mod tests {
         assert_eq!((d >> 49) & 7, 0);
         assert_eq!(d >> 62, 1);
     }
+
+    /// Tiles stored by warp 1 and handed to the whole warpgroup's wgmma through an mbarrier
+    /// that one lane per warp arrives on (as attention v03's `v_clean`): the modes of
+    /// [`handover`].
+    const HANDOVER_OK: u32 = 0;
+    /// No `sync_warp` before lane 0's arrival: the other lanes' fences are not carried.
+    const HANDOVER_NO_SYNC_WARP: u32 = 1;
+    /// The fence after the arrival instead of before it.
+    const HANDOVER_FENCE_LATE: u32 = 2;
+    const HANDOVER_BAR: u32 = 16384;
+
+    fn handover(mode: u32) {
+        use crate::device::hopper::{
+            Mbarrier, WgmmaAccumulator, fence_mbarrier_init, fence_proxy_async, wgmma_commit, wgmma_fence, wgmma_wait,
+        };
+        use crate::device::thread::{sync_threads, thread_idx_x};
+        use crate::device::warp::{FULL_MASK, sync_warp};
+        let t = thread_idx_x();
+        let (warp, lane) = (t / 32, t % 32);
+        let bar = Mbarrier::at(HANDOVER_BAR);
+        if t == 0 {
+            bar.init(4);
+            fence_mbarrier_init();
+        }
+        sync_threads();
+        if warp == 1 {
+            // A (64 x 16, K-major rows of 128 bytes) and B (64 x 16, the same) of ones: every
+            // byte of both 8 KB tiles, lane `l` the elements `l mod 32`.
+            let tiles = crate::device::Shared::<half::bf16>::at(0, 8192);
+            let mut e = lane;
+            while e < 8192 {
+                tiles.store(e, half::bf16::ONE);
+                e += 32;
+            }
+            if mode != HANDOVER_FENCE_LATE {
+                fence_proxy_async();
+            }
+            if mode != HANDOVER_NO_SYNC_WARP {
+                sync_warp(FULL_MASK);
+            }
+        }
+        if lane == 0 {
+            bar.arrive();
+        }
+        if warp == 1 && mode == HANDOVER_FENCE_LATE {
+            fence_proxy_async();
+        }
+        bar.wait(0);
+        let desc = |at: u32| SmemDesc::new(at, 16, 1024, Swizzle::B128);
+        let mut d = [0f32; 32];
+        wgmma_fence();
+        d.mma::<half::bf16, 0, 0>(desc(0), desc(8192), false);
+        wgmma_commit();
+        wgmma_wait::<0>();
+        assert!(d.iter().all(|&x| x == 16.0), "ones: every product is 16");
+    }
+
+    fn run_handover(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
+        let bodies: [fn(u32); 3] =
+            [|_| handover(HANDOVER_OK), |_| handover(HANDOVER_NO_SYNC_WARP), |_| handover(HANDOVER_FENCE_LATE)];
+        let def = crate::KernelDef { name: "handover", body: bodies[mode as usize] };
+        let cfg = super::super::LaunchConfig {
+            grid: crate::Dim3::x(1),
+            block: crate::Dim3::x(128),
+            shared_bytes: HANDOVER_BAR + 8,
+        };
+        super::super::launch(&def, &cfg, 0u32)
+    }
+
+    /// Generic stores reach another thread's wgmma only through the storing thread's fence
+    /// and then a barrier the reader waits for: here lane 0's mbarrier arrival, which carries
+    /// its lanes' fences only after a `sync_warp`. Both broken hand-overs are reported, naming
+    /// the store; the correct one runs.
+    #[test]
+    fn a_wgmma_sees_stores_fenced_before_an_mbarrier_it_waited_for() {
+        run_handover(HANDOVER_OK).expect("fence, sync_warp, arrive, wait");
+        for mode in [HANDOVER_NO_SYNC_WARP, HANDOVER_FENCE_LATE] {
+            let msg = run_handover(mode).expect_err("a broken hand-over must be rejected").to_string();
+            assert!(msg.contains("not ordered before this wgmma") && msg.contains("hopper.rs"), "mode {mode}: {msg}");
+        }
+    }
 }

@@ -76,7 +76,8 @@ pub enum FaultKind {
     /// Lanes of a warp collective that cannot all arrive, or disagree on it.
     WarpDivergence { detail: String },
     /// A Hopper async-proxy rule broken: a wgmma reading bytes whose TMA load it did not wait
-    /// for, a TMA overwriting bytes a wgmma may still read, a malformed descriptor.
+    /// for, or generic stores whose `fence.proxy.async` is missing or not ordered before it; a
+    /// TMA overwriting bytes a wgmma may still read; a malformed descriptor.
     AsyncProxy { detail: String },
     /// Threads waiting on mbarriers that can no longer complete.
     Deadlock { detail: String },
