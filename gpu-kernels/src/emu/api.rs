@@ -101,7 +101,7 @@ fn named_barrier_arrival(id: u32, threads: u32, at: &'static Location<'static>) 
             ));
         }
         bar.completed += 1;
-        bar.released = std::mem::take(&mut bar.arriving);
+        bar.released.complete(&mut bar.arriving);
         bar.threads = 0;
         bar.arrived = 0;
         bar.first = None;

@@ -164,7 +164,7 @@ pub(crate) struct NamedBar {
     pub per_warp: Vec<u32>,
     /// Completed phases.
     pub completed: u32,
-    /// The fence clocks released into the phase in progress, and into the last completed one.
+    /// The fence clocks released into the phase in progress, and into every completed one.
     pub arriving: FenceClock,
     pub released: FenceClock,
     /// Where the phase in progress got its first arrival.

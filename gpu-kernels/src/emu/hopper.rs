@@ -65,7 +65,7 @@ pub(crate) struct Mbar {
     arriving: [u32; WGS],
     completed: [u32; WGS],
     /// The arrivals' fence clocks ([`super::shadow::FenceClock`]): this phase's so far, and
-    /// the last completed phase's.
+    /// every completed phase's.
     arriving_fences: FenceClock,
     completed_fences: FenceClock,
 }
@@ -211,7 +211,7 @@ fn maybe_complete(b: &mut Mbar) {
         b.phase += 1;
         b.pending = b.count;
         b.completed = b.arriving;
-        b.completed_fences = std::mem::take(&mut b.arriving_fences);
+        b.completed_fences.complete(&mut b.arriving_fences);
     }
 }
 

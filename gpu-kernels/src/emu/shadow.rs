@@ -32,11 +32,12 @@ const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, pr
 /// waited for: a vector clock over the block's threads (entry `w`: the count thread `w` had
 /// when it released something this thread acquired). A release is an arrival on a named
 /// barrier or an mbarrier, carrying the arriving thread's clock and its own count into the
-/// phase; waiting for the phase acquires it (the latest completed phase's, which may know
-/// more than the one waited for: permissive, never a false report). `sync_warp` joins the
-/// clocks of its lanes. Block barriers are simpler: every thread knows every count at the
-/// last one (`BlockCtx::barrier_fences`). Entries past the end are zero; a thread that never
-/// fenced adds nothing, so kernels without `fence.proxy.async` keep these empty.
+/// phase; waiting for a phase acquires every phase of that barrier completed so far (which
+/// may include later ones than the one waited for: that can only accept more, since counts
+/// only grow). Ordering through global memory (flags, atomics) is not seen. `sync_warp`
+/// joins the clocks of its lanes. Block barriers are simpler: every thread knows every count
+/// at the last one (`BlockCtx::barrier_fences`). Entries past the end are zero; a thread that
+/// never fenced adds nothing, so kernels without `fence.proxy.async` keep these empty.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FenceClock(Vec<u32>);
 
@@ -71,7 +72,14 @@ impl FenceClock {
         self.raise(t, block.proxy_fences[t as usize].get());
     }
 
-    /// Thread `t` acquires a completed phase's clock.
+    /// A phase completes: its releases join the barrier's completed ones, and the next phase
+    /// starts empty.
+    pub fn complete(&mut self, phase: &mut FenceClock) {
+        self.join(phase);
+        phase.0.clear();
+    }
+
+    /// Thread `t` acquires a barrier's completed phases.
     pub fn acquire(&self, block: &BlockCtx, t: u32) {
         if !self.0.is_empty() {
             block.fence_clocks.borrow_mut()[t as usize].join(self);
