@@ -3,6 +3,8 @@
 //! fragments built from the formulas and through ldmatrix; the raw registers of every
 //! ldmatrix form against the ISA's distribution; cp.async with zero-fill; and the checks
 //! that must reject a mis-laid fragment (a0/a1 swapped) and a read before `cp.async.wait`.
+//! On Hopper: one wgmma from canonical tiles, and bulk reductions from shared rows into
+//! global memory, each with the emulator's checks of their protocols.
 
 mod common;
 
@@ -335,4 +337,75 @@ fn run_wgmma(ctx: &Context, a: &[f32], b: &[f32], n: usize, mode: u32) -> Result
     };
     ctx.launch(&tc::WGMMA_PROBE_BF16, cfg, p)?;
     d.to_host()
+}
+
+/// Blocks of the bulk-reduction probe: every block adds to every output row.
+const BULK_BLOCKS: u32 = 8;
+
+/// Runs the bulk-reduction probe with `mode` into [`probe::BULK_PROBE_ROWS`] rows of 16 f32
+/// that start at 0.25, followed by 16 guard f32 of -7.5 outside the kernel's view.
+fn run_bulk(ctx: &Context, mode: u32) -> Result<Vec<f32>, Error> {
+    let n = (probe::BULK_PROBE_ROWS * 16) as usize;
+    let mut init = vec![0.25f32; n + 16];
+    init[n..].fill(-7.5);
+    let mut out = ctx.upload(&init)?;
+    let p = probe::BulkProbeParams { out: out.view_mut(0..n)?.global_mut(), mode, _pad: 0 };
+    let cfg = LaunchConfig {
+        grid: Dim3::x(BULK_BLOCKS),
+        block: Dim3::x(probe::BULK_PROBE_THREADS),
+        shared_bytes: probe::BULK_PROBE_SHARED_BYTES,
+    };
+    ctx.launch(&tc::BULK_PROBE, cfg, p)?;
+    out.to_host()
+}
+
+/// Bulk reductions (`cp.reduce.async.bulk ... add.f32`) from shared rows into global memory:
+/// every block adds both rounds of its staging rows, rewritten between the rounds after
+/// `wait_group.read`, to every row. The sums are small integers plus 0.25, exact in any
+/// order, and the guard past the view is untouched. On the GPU this checks the instruction,
+/// the bulk-group protocol and the row addressing against the hardware (sm_90a only;
+/// elsewhere it says SKIP).
+#[test]
+fn bulk_reduce_adds_published_shared_rows() {
+    for ctx in common::backends("bulk_reduce_adds_published_shared_rows") {
+        if let Some(info) = ctx.device_info()
+            && info.ptx_arch != "sm_90a"
+        {
+            println!("SKIP: bulk reductions need the sm_90a PTX; this {} loaded {}", info.name, info.ptx_arch);
+            continue;
+        }
+        let got = run_bulk(&ctx, 0).unwrap_or_else(|e| panic!("bulk probe on {}: {e}", ctx.backend()));
+        for row in 0..probe::BULK_PROBE_ROWS {
+            let (warp, r) = (row / 16, row % 16);
+            for c in 0..16 {
+                let added: f32 = (0..BULK_BLOCKS)
+                    .flat_map(|b| (0..2).map(move |round| probe::bulk_probe_value(b, round, warp, r, c)))
+                    .sum();
+                let i = (row * 16 + c) as usize;
+                assert_eq!(got[i], 0.25 + added, "row {row} col {c} on {}", ctx.backend());
+            }
+        }
+        let guard = &got[(probe::BULK_PROBE_ROWS * 16) as usize..];
+        assert!(guard.iter().all(|&x| x == -7.5), "the guard past the view changed on {}: {guard:?}", ctx.backend());
+    }
+}
+
+/// The emulator names each broken bulk protocol at the probe's line: stores not published by
+/// `fence.proxy.async` (mode 1), staging rows rewritten before `wait_group.read` (2), rewritten
+/// by other lanes with no `sync_warp` after the issuing lanes' waits (4, a race with the
+/// released read), and a source off its 16-byte alignment (8).
+#[test]
+fn emulator_rejects_broken_bulk_reductions() {
+    for (mode, needle) in
+        [(1, "no fence.proxy.async after the store"), (2, "may still be reading"), (4, "race"), (8, "16-byte aligned")]
+    {
+        match run_bulk(&Context::emulator(), mode) {
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(needle) && msg.contains("probe.rs"), "mode {mode}: {msg}");
+                println!("mode {mode} rejected: {msg}");
+            }
+            Ok(_) => panic!("bulk probe mode {mode} must be rejected"),
+        }
+    }
 }

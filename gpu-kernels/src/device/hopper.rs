@@ -259,6 +259,33 @@ pub fn wgmma_wait<const N: u32>() {
     imp::wgmma_wait::<N>()
 }
 
+/// `cp.async.bulk.commit_group`: closes the bulk group of the calling thread's
+/// [`GlobalMut::bulk_reduce_add`](crate::device::GlobalMut::bulk_reduce_add)s issued since
+/// its last commit. Bulk groups are per thread.
+#[inline(always)]
+#[track_caller]
+pub fn bulk_commit_group() {
+    imp::bulk_commit_group()
+}
+
+/// `cp.async.bulk.wait_group.read N`: waits until every committed bulk group of the calling
+/// thread but the newest `N` has finished reading its shared source; those bytes may then be
+/// rewritten (by another thread only after a barrier that orders it after this wait). Their
+/// global results need not be visible yet.
+#[inline(always)]
+#[track_caller]
+pub fn bulk_wait_group_read<const N: u32>() {
+    imp::bulk_wait_group::<N>(true)
+}
+
+/// `cp.async.bulk.wait_group N`: as [`bulk_wait_group_read`], and the groups' writes to
+/// global memory are complete.
+#[inline(always)]
+#[track_caller]
+pub fn bulk_wait_group<const N: u32>() {
+    imp::bulk_wait_group::<N>(false)
+}
+
 /// Registers that a wgmma reads or writes asynchronously: an accumulator, a register A
 /// fragment, or four f32 about to become one ([`wgmma_fence_operands`]).
 pub trait WgmmaOperand {

@@ -193,6 +193,24 @@ impl GlobalMut<f32> {
         // SAFETY: checked as in `store_chunk`: both elements in bounds, 8-byte aligned.
         unsafe { imp::red_add_f32x2(self.ptr.add(i), v) }
     }
+
+    /// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`: adds the `n` f32 at
+    /// shared byte `src` to elements `i .. i + n`, asynchronously, each element's add atomic
+    /// (one instruction for a whole row of a tile instead of `n / 2` [`red_add2`](Self::red_add2)s).
+    /// Both addresses 16-byte aligned and `n` a multiple of 4 (16 bytes); the shared bytes
+    /// must have been stored and then published by their writers' `fence.proxy.async`, as for
+    /// a wgmma operand. The op joins the calling thread's open bulk group
+    /// ([`bulk_commit_group`](crate::device::hopper::bulk_commit_group)); the source must not
+    /// be rewritten before [`bulk_wait_group_read`](crate::device::hopper::bulk_wait_group_read)
+    /// covers it. The emulator checks all of this; sm_90a only (it traps elsewhere).
+    #[inline(always)]
+    #[track_caller]
+    pub fn bulk_reduce_add(&self, i: usize, src: u32, n: usize) {
+        imp::check_global_bulk::<f32>(self.ptr as usize, self.len, i, n);
+        // SAFETY: checked on the emulator: `i .. i + n` in bounds, 16-byte aligned, a whole
+        // number of 16-byte chunks; the shared source is checked by the emulator's async proxy.
+        unsafe { imp::bulk_reduce_add_f32(self.ptr.add(i), src, (n * 4) as u32) }
+    }
 }
 
 impl GlobalMut<u32> {

@@ -84,6 +84,8 @@ pub fn named_barrier_arrive(id: u32, threads: u32) {
 // Global memory: the GPU does no checking (see the device module docs).
 #[inline(always)]
 pub fn check_global<T>(_addr: usize, _len: usize, _i: usize, _n: usize, _write: bool) {}
+#[inline(always)]
+pub fn check_global_bulk<T>(_addr: usize, _len: usize, _i: usize, _n: usize) {}
 
 #[inline(always)]
 pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
@@ -506,6 +508,17 @@ mod no_hopper {
     /// # Safety
     /// Never runs: it traps.
     pub unsafe fn red_add_f32x2(_: *mut f32, _: [f32; 2]) {
+        unavailable()
+    }
+    /// # Safety
+    /// Never runs: it traps.
+    pub unsafe fn bulk_reduce_add_f32(_: *mut f32, _: u32, _: u32) {
+        unavailable()
+    }
+    pub fn bulk_commit_group() {
+        unavailable()
+    }
+    pub fn bulk_wait_group<const N: u32>(_: bool) {
         unavailable()
     }
     pub fn mbar_init(_: u32, _: u32) {

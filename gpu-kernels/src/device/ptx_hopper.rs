@@ -17,6 +17,45 @@ pub unsafe fn red_add_f32x2(p: *mut f32, v: [f32; 2]) {
     }
 }
 
+/// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`, `bytes` from shared byte
+/// `src` added to `p`.
+///
+/// # Safety
+/// `p` is a valid, 16-byte aligned global address of `bytes / 4` f32; `src + bytes` lies in
+/// the shared segment, 16-byte aligned, `bytes` a multiple of 16.
+#[inline(always)]
+pub unsafe fn bulk_reduce_add_f32(p: *mut f32, src: u32, bytes: u32) {
+    let s = smem_addr(src);
+    // SAFETY: the caller guarantees both ranges; the async proxy reads the shared bytes until
+    // the thread's `cp.async.bulk.wait_group.read` covers this op (the kernel's protocol).
+    unsafe {
+        asm!(
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [{p}], [{s}], {n};",
+            p = in(reg64) p, s = in(reg32) s, n = in(reg32) bytes,
+            options(nostack)
+        )
+    }
+}
+
+#[inline(always)]
+pub fn bulk_commit_group() {
+    // SAFETY: closes this thread's bulk group; no operands.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) }
+}
+
+#[inline(always)]
+pub fn bulk_wait_group<const N: u32>(read: bool) {
+    // SAFETY: waits on this thread's bulk groups; a memory clobber keeps later shared stores
+    // after it.
+    unsafe {
+        if read {
+            asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack))
+        } else {
+            asm!("cp.async.bulk.wait_group {n};", n = const N, options(nostack))
+        }
+    }
+}
+
 #[inline(always)]
 pub fn smem_addr(offset: u32) -> u32 {
     shared_addr::<u8>(offset, 0)

@@ -144,6 +144,20 @@ pub fn check_global<T>(addr: usize, len: usize, i: usize, n: usize, write: bool)
     }
 }
 
+/// A bulk async copy's global range: `i .. i + n` inside the view, the start 16-byte aligned
+/// and the length a whole number of 16-byte chunks (the ISA's rule for `cp.async.bulk`).
+#[track_caller]
+pub fn check_global_bulk<T>(addr: usize, len: usize, i: usize, n: usize) {
+    let size = size_of::<T>();
+    let a = addr.wrapping_add(i.wrapping_mul(size));
+    if n == 0 || i.checked_add(n).is_none_or(|end| end > len) {
+        fault(FaultKind::OutOfBounds { write: true, index: i, count: n, len, addr: a, at: Location::caller() });
+    }
+    if !a.is_multiple_of(16) || !(n * size).is_multiple_of(16) {
+        fault(FaultKind::Misaligned { addr: a, align: 16, at: Location::caller() });
+    }
+}
+
 pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
     // SAFETY: the caller checked bounds and alignment.
     unsafe { (p as *const [T; N]).read() }
@@ -191,6 +205,9 @@ fn shared_access<T>(offset: u32, len: u32, i: u32, write: bool) -> u32 {
     let byte = byte as u32;
     if !byte.is_multiple_of(align_of::<T>() as u32) {
         fault(FaultKind::Misaligned { addr: byte as usize, align: align_of::<T>(), at });
+    }
+    if write {
+        super::hopper::check_bulk_overwrite(block, byte, size, at);
     }
     if let Err(k) = block.shared.track(t, block, byte, size, write, at) {
         fault(k);
@@ -267,9 +284,9 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
 }
 
 pub use super::hopper::{
-    fence_f32x4, fence_f32x32, fence_f32x64, fence_f32x128, fence_mbarrier_init, fence_proxy_async,
-    fence_tensormap_acquire, fence_u32x4, mbar_arrive, mbar_init, mbar_wait, setmaxnreg_dec, setmaxnreg_inc, smem_addr,
-    tma_load_2d, tma_load_3d, wgmma_commit, wgmma_fence, wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16,
-    wgmma_rs_m64n64k16, wgmma_rs_m64n128k16, wgmma_rs_m64n256k16, wgmma_wait,
+    bulk_commit_group, bulk_reduce_add_f32, bulk_wait_group, fence_f32x4, fence_f32x32, fence_f32x64, fence_f32x128,
+    fence_mbarrier_init, fence_proxy_async, fence_tensormap_acquire, fence_u32x4, mbar_arrive, mbar_init, mbar_wait,
+    setmaxnreg_dec, setmaxnreg_inc, smem_addr, tma_load_2d, tma_load_3d, wgmma_commit, wgmma_fence, wgmma_m64n64k16,
+    wgmma_m64n128k16, wgmma_m64n256k16, wgmma_rs_m64n64k16, wgmma_rs_m64n128k16, wgmma_rs_m64n256k16, wgmma_wait,
 };
 pub use super::mma::{cp_async_16, cp_async_commit, cp_async_wait_group, cvt_pack_f32x2, ldmatrix, mma_m16n8k16};

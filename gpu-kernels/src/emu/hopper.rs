@@ -1,4 +1,5 @@
-//! Hopper's asynchronous instructions on the emulator: mbarriers, TMA tile loads and wgmma.
+//! Hopper's asynchronous instructions on the emulator: mbarriers, TMA tile loads, bulk
+//! reductions and wgmma.
 //!
 //! Model (layouts and protocols as in `device::hopper`):
 //! - An mbarrier lives in a side table keyed by its shared offset (its 8 bytes are not used):
@@ -27,6 +28,13 @@
 //!   fence is ordered before the wgmma: by a block barrier, or by the writer's arrival on a
 //!   named barrier or an mbarrier whose phase the reader waited for, possibly through other
 //!   threads' arrivals and `sync_warp`s (`shadow::FenceClock`).
+//! - A bulk reduction (`cp.reduce.async.bulk ... add.f32`, shared -> global) reads its source
+//!   under the same rules as a wgmma operand and applies its adds at issue (each element's
+//!   atomically; the emulator does not delay global visibility until `wait_group`). Its
+//!   source chunks stay claimed until the issuing thread's `cp.async.bulk.wait_group[.read]`
+//!   covers its bulk group: any store into them before that (plain, `cp.async`, TMA) is an
+//!   error naming both sides; at the wait they become a plain read by that thread, so the
+//!   race detector orders later stores by other threads after it.
 //! - Not modelled: the 8 bytes of an mbarrier being touched by plain loads and stores, cluster
 //!   scope.
 
@@ -82,6 +90,8 @@ struct ThreadState {
     seen: HashMap<u32, u32>,
     /// setmaxnreg instructions executed.
     maxnreg: u32,
+    /// `cp.async.bulk.commit_group`s executed: a bulk op issued now joins group `bulk_commits + 1`.
+    bulk_commits: u32,
 }
 
 /// Per-block state of the Hopper instructions.
@@ -98,6 +108,18 @@ pub(crate) struct HopperState {
     /// Per (warpgroup, setmaxnreg number): the first thread's call and how many of the
     /// warpgroup's threads executed it.
     maxnreg_ops: RefCell<HashMap<(usize, u32), MaxnregOp>>,
+    /// Per 16-byte shared chunk: the bulk op (`cp.reduce.async.bulk`) that may still be
+    /// reading it, until its thread's `cp.async.bulk.wait_group` covers its group. Empty in
+    /// kernels without bulk ops, so the check on every shared store is one emptiness test.
+    bulk_reads: RefCell<HashMap<u32, BulkRead>>,
+}
+
+/// A bulk op's pending read of a shared chunk: the issuing thread, its bulk group, where.
+#[derive(Clone, Copy)]
+struct BulkRead {
+    thread: u32,
+    group: u32,
+    at: Loc,
 }
 
 /// What the ISA requires to be uniform across a warpgroup's threads for one wgmma.
@@ -137,6 +159,7 @@ impl HopperState {
             last_read: RefCell::new(vec![None; chunks]),
             issued_ops: RefCell::new(HashMap::new()),
             maxnreg_ops: RefCell::new(HashMap::new()),
+            bulk_reads: RefCell::new(HashMap::new()),
         }
     }
 
@@ -384,6 +407,7 @@ fn tma_load(dst: u32, map: u64, c: [i32; 3], rank: u32, bar: u32, at: Loc) {
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, buf.as_mut_ptr().add(addr as usize), eb) };
         }
     }
+    check_bulk_overwrite(block, dst, bytes, at);
     block.shared.write_async(dst, &buf);
     {
         let mut tokens = block.hopper.tma_token.borrow_mut();
@@ -559,6 +583,130 @@ enum WgmmaA {
     Regs([u32; 4]),
 }
 
+/// The async proxy's read of shared bytes `addr .. addr + size` by thread `reader`'s `what`
+/// (a wgmma operand, a bulk op's source): bytes a TMA loaded need the reader to have waited
+/// for the phase the load completed on; bytes a thread stored need that thread's
+/// `fence.proxy.async` after the store, ordered before the reader (`SharedMem::unpublished_write`).
+fn async_read_check(block: &BlockCtx, reader: u32, addr: u32, size: u32, what: &str, at: Loc) {
+    for chunk in addr / 16..(addr + size).div_ceil(16) {
+        let token = block.hopper.tma_token.borrow()[chunk as usize];
+        if let Some((bar, phase)) = token {
+            let seen = block.hopper.threads.borrow()[reader as usize].seen.get(&bar).copied().unwrap_or(0);
+            if seen <= phase {
+                async_fault(format!(
+                    "{what} at {} reads shared byte {}, loaded by a TMA completing phase {phase} of the mbarrier at shared byte {bar}, which this thread has not waited for",
+                    at_str(at),
+                    addr.max(16 * chunk)
+                ));
+            }
+        }
+    }
+    if !block.shared.is_written(addr, size) {
+        let first = (addr..addr + size).step_by(2).find(|&b| !block.shared.is_written(b, 2)).unwrap_or(addr);
+        async_fault(format!("{what} at {} reads shared byte {first}, which nothing wrote", at_str(at)));
+    }
+    if let Some((writer, wat, fenced)) = block.shared.unpublished_write(block, reader, addr, size) {
+        if fenced {
+            async_fault(format!(
+                "{what} at {} reads shared byte {addr}, stored by thread {writer} at {}, whose fence.proxy.async after the store is not ordered before this {what}: the writer must fence and then reach a barrier this thread waits for (sync_threads, a named barrier, an mbarrier phase, or sync_warp within a warp)",
+                at_str(at),
+                at_str(wat)
+            ));
+        }
+        async_fault(format!(
+            "{what} at {} reads shared byte {addr}, stored by thread {writer} at {} with no fence.proxy.async after the store: the async proxy may not see generic writes until the writer fences (before the barrier that orders the {what} after it)",
+            at_str(at),
+            at_str(wat)
+        ));
+    }
+}
+
+/// `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32`: the caller checked the
+/// global range (`check_global_bulk`). The shared source must be aligned, inside the segment
+/// and readable by the async proxy ([`async_read_check`]); the adds are applied at issue, each
+/// element's atomically, and the source chunks stay claimed by this op until the thread's
+/// `cp.async.bulk.wait_group` covers its group ([`check_bulk_overwrite`]).
+///
+/// # Safety
+/// `p .. p + bytes / 4` is inside a live global view (`GlobalMut::bulk_reduce_add` checks).
+#[track_caller]
+pub unsafe fn bulk_reduce_add_f32(p: *mut f32, src: u32, bytes: u32) {
+    let t = current();
+    let block = t.block();
+    let at = Location::caller();
+    if !src.is_multiple_of(16) || !bytes.is_multiple_of(16) || src as u64 + bytes as u64 > block.shared.size() as u64 {
+        async_fault(format!(
+            "cp.reduce.async.bulk at {} from shared byte {src}, {bytes} bytes: the source must be 16-byte aligned, a multiple of 16 bytes long and inside the {}-byte segment",
+            at_str(at),
+            block.shared.size()
+        ));
+    }
+    async_read_check(block, t.linear, src, bytes, "cp.reduce.async.bulk", at);
+    for k in 0..bytes / 4 {
+        let v: f32 = block.shared.read(src + 4 * k);
+        // SAFETY: the caller checked that `p .. p + bytes / 4` is inside a live view.
+        unsafe { super::api::atomic_add_f32(p.add(k as usize), v) };
+    }
+    let group = block.hopper.threads.borrow()[t.linear as usize].bulk_commits + 1;
+    let mut reads = block.hopper.bulk_reads.borrow_mut();
+    for c in src / 16..(src + bytes) / 16 {
+        reads.insert(c, BulkRead { thread: t.linear, group, at });
+    }
+}
+
+pub fn bulk_commit_group() {
+    let t = current();
+    t.block().hopper.threads.borrow_mut()[t.linear as usize].bulk_commits += 1;
+}
+
+/// `cp.async.bulk.wait_group[.read] N`: every committed group of the thread but the newest
+/// `N` is complete (the emulator applied its adds at issue, so `.read` and the full wait
+/// differ only on the GPU). Their source chunks are released, each recorded as a plain read
+/// by the issuing thread, so a later store by another thread must be ordered after this
+/// wait (block barrier or `sync_warp`), as for any read.
+#[track_caller]
+pub fn bulk_wait_group<const N: u32>(_read: bool) {
+    let t = current();
+    let block = t.block();
+    let commits = block.hopper.threads.borrow()[t.linear as usize].bulk_commits;
+    let done = commits.saturating_sub(N);
+    let released: Vec<(u32, Loc)> = {
+        let mut reads = block.hopper.bulk_reads.borrow_mut();
+        let mine: Vec<(u32, Loc)> =
+            reads.iter().filter(|(_, r)| r.thread == t.linear && r.group <= done).map(|(&c, r)| (c, r.at)).collect();
+        for (c, _) in &mine {
+            reads.remove(c);
+        }
+        mine
+    };
+    for (c, at) in released {
+        if let Err(k) = block.shared.track(t, block, 16 * c, 16, false, at) {
+            fault(k);
+        }
+    }
+}
+
+/// A store (plain, `cp.async` or TMA) into shared bytes `byte .. byte + size` while a bulk op
+/// may still be reading them: the issuing thread has not waited for its group.
+pub(crate) fn check_bulk_overwrite(block: &BlockCtx, byte: u32, size: u32, at: Loc) {
+    let reads = block.hopper.bulk_reads.borrow();
+    if reads.is_empty() {
+        return;
+    }
+    for c in byte / 16..(byte + size).div_ceil(16) {
+        if let Some(r) = reads.get(&c) {
+            async_fault(format!(
+                "a store at {} overwrites shared byte {} which cp.reduce.async.bulk (thread {}, at {}, bulk group {}) may still be reading: that thread must run cp.async.bulk.wait_group.read covering the group first (and another thread must be ordered after that wait)",
+                at_str(at),
+                byte.max(16 * c),
+                r.thread,
+                at_str(r.at),
+                r.group
+            ));
+        }
+    }
+}
+
 /// One `wgmma.mma_async.m64nNk16` (`N = ops.n`, `d.len() = N / 2`) for the calling thread.
 #[track_caller]
 fn wgmma(kind: MmaKind, d: &mut [f32], a: WgmmaA, b: u64, ops: WgmmaOperands) {
@@ -613,38 +761,8 @@ fn wgmma(kind: MmaKind, d: &mut [f32], a: WgmmaA, b: u64, ops: WgmmaOperands) {
                 block.shared.size()
             ));
         }
-        let chunk = (addr / 16) as usize;
-        let token = block.hopper.tma_token.borrow()[chunk];
-        match token {
-            Some((bar, phase)) => {
-                let seen = block.hopper.threads.borrow()[t.linear as usize].seen.get(&bar).copied().unwrap_or(0);
-                if seen <= phase {
-                    async_fault(format!(
-                        "wgmma at {} reads shared byte {addr}, loaded by a TMA completing phase {phase} of the mbarrier at shared byte {bar}, which this thread has not waited for",
-                        at_str(at)
-                    ));
-                }
-            }
-            None if !block.shared.is_written(addr, 2) => {
-                async_fault(format!("wgmma at {} reads shared byte {addr}, which nothing wrote", at_str(at)));
-            }
-            None => {}
-        }
-        if let Some((writer, wat, fenced)) = block.shared.unpublished_write(block, t.linear, addr, 2) {
-            if fenced {
-                async_fault(format!(
-                    "wgmma at {} reads shared byte {addr}, stored by thread {writer} at {}, whose fence.proxy.async after the store is not ordered before this wgmma: the writer must fence and then reach a barrier this thread waits for (sync_threads, a named barrier, or an mbarrier phase)",
-                    at_str(at),
-                    at_str(wat)
-                ));
-            }
-            async_fault(format!(
-                "wgmma at {} reads shared byte {addr}, stored by thread {writer} at {} with no fence.proxy.async after the store: the async proxy may not see generic writes until the writer fences (before the barrier that orders the wgmma after it)",
-                at_str(at),
-                at_str(wat)
-            ));
-        }
-        block.hopper.last_read.borrow_mut()[chunk] = Some((wg, op));
+        async_read_check(block, t.linear, addr, 2, "wgmma", at);
+        block.hopper.last_read.borrow_mut()[(addr / 16) as usize] = Some((wg, op));
         to_f32(kind, block.shared.read::<u16>(addr))
     };
     let rows = [16 * warp + g, 16 * warp + g + 8];

@@ -77,7 +77,8 @@ pub enum FaultKind {
     WarpDivergence { detail: String },
     /// A Hopper async-proxy rule broken: a wgmma reading bytes whose TMA load it did not wait
     /// for, or generic stores whose `fence.proxy.async` is missing or not ordered before it; a
-    /// TMA overwriting bytes a wgmma may still read; a malformed descriptor.
+    /// TMA overwriting bytes a wgmma may still read; a bulk reduction reading unpublished
+    /// bytes, or its source rewritten before its wait; a malformed descriptor.
     AsyncProxy { detail: String },
     /// Threads waiting on mbarriers that can no longer complete.
     Deadlock { detail: String },
@@ -159,7 +160,7 @@ impl fmt::Display for FaultKind {
             }
             FaultKind::BarrierDivergence { detail } => write!(f, "barrier divergence: {detail}"),
             FaultKind::WarpDivergence { detail } => write!(f, "warp divergence: {detail}"),
-            FaultKind::AsyncProxy { detail } => write!(f, "async proxy (TMA / wgmma): {detail}"),
+            FaultKind::AsyncProxy { detail } => write!(f, "async proxy (TMA / wgmma / bulk copies): {detail}"),
             FaultKind::Deadlock { detail } => write!(f, "deadlock: {detail}"),
             FaultKind::Panic { message } => write!(f, "kernel panicked: {message}"),
             FaultKind::InvalidLaunch { reason } => write!(f, "invalid launch: {reason}"),

@@ -265,6 +265,8 @@ crate::kernels! {
     WGMMA_PROBE_BF16 = wgmma_probe_bf16(probe::WgmmaProbeParams) => probe::wgmma;
     /// Probe: cp.async into shared then back out (`mode` 1: reads before the wait, a bug).
     MMA_PROBE_CP_ASYNC = mma_probe_cp_async(probe::RawParams) => probe::cp_async;
+    /// Probe: bulk reductions from shared rows into global memory (sm_90a; `mode` picks the emulator-only bugs).
+    BULK_PROBE = bulk_probe(probe::BulkProbeParams) => probe::bulk_reduce;
 }
 
 /// A version's configuration: which machinery it uses and its tiles.
@@ -428,6 +430,9 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
     if name == WGMMA_PROBE_BF16.name {
         return Some(probe::WGMMA_PROBE_THREADS);
+    }
+    if name == BULK_PROBE.name {
+        return Some(probe::BULK_PROBE_THREADS);
     }
     if name == GEMM_TC_SPLIT_K_REDUCE_BF16.name || name == GEMM_TC_SPLIT_K_REDUCE_F16.name {
         return Some(split_k::REDUCE_THREADS);

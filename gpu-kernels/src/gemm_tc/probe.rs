@@ -1,7 +1,8 @@
 //! One-warp kernels that pin the tensor-core layouts down against the PTX ISA (tests/mma.rs):
 //! fragments built straight from the ISA's formulas, the same through ldmatrix, the raw
 //! registers of every ldmatrix form, and cp.async. Launch with one block of 32 threads and
-//! [`PROBE_SHARED_BYTES`].
+//! [`PROBE_SHARED_BYTES`]. Two Hopper probes have their own launch constants: one wgmma from
+//! plain-stored tiles, and bulk reductions from shared into global memory.
 
 use crate::device::mma::{self, MmaInput, pack2};
 use crate::device::thread::{sync_threads, thread_idx_x};
@@ -267,4 +268,73 @@ fn wgmma_n<D: crate::device::hopper::WgmmaAccumulator>(p: WgmmaProbeParams) {
             });
         });
     });
+}
+
+/// Bulk reductions (`cp.reduce.async.bulk ... add.f32`): each block's two warps stage 16 rows
+/// of 16 f32 each, publish them, and add them to global rows `16 w .. 16 w + 15` (16 f32
+/// each) with one bulk op per row, twice, rewriting the staging rows in between.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BulkProbeParams {
+    /// [`BULK_PROBE_ROWS`] rows of 16 f32: every block adds to every row.
+    pub out: GlobalMut<f32>,
+    /// 0: the protocol; the bugs (emulator only): bit 0 no `fence.proxy.async` after the
+    /// stores; bit 1 the second round's stores before `wait_group.read`; bit 2 no `sync_warp`
+    /// after the wait (a lane rewrites rows other lanes' ops read); bit 3 the source 4 bytes
+    /// off its 16-byte alignment.
+    pub mode: u32,
+    pub _pad: u32,
+}
+
+/// Threads, dynamic shared bytes and output rows of [`bulk_reduce`]: two warps, each with 16
+/// staging rows of [`BULK_PROBE_PITCH`] f32.
+pub const BULK_PROBE_THREADS: u32 = 64;
+/// f32 per staging row: 80 bytes keeps every row 16-byte aligned.
+pub const BULK_PROBE_PITCH: u32 = 20;
+pub const BULK_PROBE_SHARED_BYTES: u32 = 2 * 16 * BULK_PROBE_PITCH * 4;
+pub const BULK_PROBE_ROWS: u32 = 32;
+
+/// The value block `block`'s warp `warp` stages at (`r`, `c`) in `round`: small integers, so
+/// every sum is exact in f32 whatever the order of the adds.
+pub const fn bulk_probe_value(block: u32, round: u32, warp: u32, r: u32, c: u32) -> f32 {
+    (1 + block + 3 * round + 5 * warp + r * c) as f32
+}
+
+/// Per warp: lanes store the 16 x 16 staging tile (lane `l` the elements `l mod 32`, so each
+/// row mixes lanes), fence, `sync_warp`; lanes 0-15 each reduce one row into global memory and
+/// commit; before the second round's stores every lane waits for its reads and the warp
+/// syncs again; at the end every lane waits for its writes.
+#[inline(always)]
+pub fn bulk_reduce(p: BulkProbeParams) {
+    use crate::device::hopper::{bulk_commit_group, bulk_wait_group, bulk_wait_group_read, fence_proxy_async};
+    use crate::device::warp::{FULL_MASK, sync_warp};
+    let t = thread_idx_x();
+    let (warp, lane) = (t / 32, t % 32);
+    let block = crate::device::thread::block_idx_x();
+    let base = warp * 16 * BULK_PROBE_PITCH * 4;
+    let stage = Shared::<f32>::at(base, 16 * BULK_PROBE_PITCH);
+    for round in 0..2 {
+        if round == 1 && p.mode & 2 == 0 {
+            bulk_wait_group_read::<0>();
+            if p.mode & 4 == 0 {
+                sync_warp(FULL_MASK);
+            }
+        }
+        let mut e = lane;
+        while e < 256 {
+            let (r, c) = (e / 16, e % 16);
+            stage.store(r * BULK_PROBE_PITCH + c, bulk_probe_value(block, round, warp, r, c));
+            e += 32;
+        }
+        if p.mode & 1 == 0 {
+            fence_proxy_async();
+        }
+        sync_warp(FULL_MASK);
+        if lane < 16 {
+            let src = base + lane * BULK_PROBE_PITCH * 4 + if p.mode & 8 != 0 { 4 } else { 0 };
+            p.out.bulk_reduce_add(((16 * warp + lane) * 16) as usize, src, 16);
+        }
+        bulk_commit_group();
+    }
+    bulk_wait_group::<0>();
 }
