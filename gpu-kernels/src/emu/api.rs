@@ -206,9 +206,6 @@ fn shared_access<T>(offset: u32, len: u32, i: u32, write: bool) -> u32 {
     if !byte.is_multiple_of(align_of::<T>() as u32) {
         fault(FaultKind::Misaligned { addr: byte as usize, align: align_of::<T>(), at });
     }
-    if write {
-        super::hopper::check_bulk_overwrite(block, byte, size, at);
-    }
     if let Err(k) = block.shared.track(t, block, byte, size, write, at) {
         fault(k);
     }

@@ -39,7 +39,7 @@
 //!   scope.
 
 use super::block::{BlockCtx, State, WarpOp, current};
-use super::shadow::FenceClock;
+use super::shadow::{AsyncRead, FenceClock};
 use super::{FaultKind, Loc};
 use crate::device::hopper::{Swizzle, TmaDesc, swizzle_addr};
 use crate::device::mma::MmaKind;
@@ -108,18 +108,6 @@ pub(crate) struct HopperState {
     /// Per (warpgroup, setmaxnreg number): the first thread's call and how many of the
     /// warpgroup's threads executed it.
     maxnreg_ops: RefCell<HashMap<(usize, u32), MaxnregOp>>,
-    /// Per 16-byte shared chunk: the bulk op (`cp.reduce.async.bulk`) that may still be
-    /// reading it, until its thread's `cp.async.bulk.wait_group` covers its group. Empty in
-    /// kernels without bulk ops, so the check on every shared store is one emptiness test.
-    bulk_reads: RefCell<HashMap<u32, BulkRead>>,
-}
-
-/// A bulk op's pending read of a shared chunk: the issuing thread, its bulk group, where.
-#[derive(Clone, Copy)]
-struct BulkRead {
-    thread: u32,
-    group: u32,
-    at: Loc,
 }
 
 /// What the ISA requires to be uniform across a warpgroup's threads for one wgmma.
@@ -159,7 +147,6 @@ impl HopperState {
             last_read: RefCell::new(vec![None; chunks]),
             issued_ops: RefCell::new(HashMap::new()),
             maxnreg_ops: RefCell::new(HashMap::new()),
-            bulk_reads: RefCell::new(HashMap::new()),
         }
     }
 
@@ -407,8 +394,9 @@ fn tma_load(dst: u32, map: u64, c: [i32; 3], rank: u32, bar: u32, at: Loc) {
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, buf.as_mut_ptr().add(addr as usize), eb) };
         }
     }
-    check_bulk_overwrite(block, dst, bytes, at);
-    block.shared.write_async(dst, &buf);
+    if let Err(k) = block.shared.write_async(dst, &buf, at) {
+        fault(k);
+    }
     {
         let mut tokens = block.hopper.tma_token.borrow_mut();
         for c in dst / 16..(dst + bytes) / 16 {
@@ -590,20 +578,26 @@ enum WgmmaA {
 fn async_read_check(block: &BlockCtx, reader: u32, addr: u32, size: u32, what: &str, at: Loc) {
     for chunk in addr / 16..(addr + size).div_ceil(16) {
         let token = block.hopper.tma_token.borrow()[chunk as usize];
-        if let Some((bar, phase)) = token {
-            let seen = block.hopper.threads.borrow()[reader as usize].seen.get(&bar).copied().unwrap_or(0);
-            if seen <= phase {
-                async_fault(format!(
-                    "{what} at {} reads shared byte {}, loaded by a TMA completing phase {phase} of the mbarrier at shared byte {bar}, which this thread has not waited for",
-                    at_str(at),
-                    addr.max(16 * chunk)
-                ));
+        match token {
+            Some((bar, phase)) => {
+                let seen = block.hopper.threads.borrow()[reader as usize].seen.get(&bar).copied().unwrap_or(0);
+                if seen <= phase {
+                    async_fault(format!(
+                        "{what} at {} reads shared byte {}, loaded by a TMA completing phase {phase} of the mbarrier at shared byte {bar}, which this thread has not waited for",
+                        at_str(at),
+                        addr.max(16 * chunk)
+                    ));
+                }
+            }
+            // A TMA writes whole chunks, so only chunks without a token can hold unwritten bytes.
+            None => {
+                let (lo, hi) = (addr.max(16 * chunk), (addr + size).min(16 * chunk + 16));
+                if !block.shared.is_written(lo, hi - lo) {
+                    let first = (lo..hi).step_by(2).find(|&b| !block.shared.is_written(b, 2)).unwrap_or(lo);
+                    async_fault(format!("{what} at {} reads shared byte {first}, which nothing wrote", at_str(at)));
+                }
             }
         }
-    }
-    if !block.shared.is_written(addr, size) {
-        let first = (addr..addr + size).step_by(2).find(|&b| !block.shared.is_written(b, 2)).unwrap_or(addr);
-        async_fault(format!("{what} at {} reads shared byte {first}, which nothing wrote", at_str(at)));
     }
     if let Some((writer, wat, fenced)) = block.shared.unpublished_write(block, reader, addr, size) {
         if fenced {
@@ -625,7 +619,7 @@ fn async_read_check(block: &BlockCtx, reader: u32, addr: u32, size: u32, what: &
 /// global range (`check_global_bulk`). The shared source must be aligned, inside the segment
 /// and readable by the async proxy ([`async_read_check`]); the adds are applied at issue, each
 /// element's atomically, and the source chunks stay claimed by this op until the thread's
-/// `cp.async.bulk.wait_group` covers its group ([`check_bulk_overwrite`]).
+/// `cp.async.bulk.wait_group` covers its group (`SharedMem::claim_async_read`).
 ///
 /// # Safety
 /// `p .. p + bytes / 4` is inside a live global view (`GlobalMut::bulk_reduce_add` checks).
@@ -648,10 +642,7 @@ pub unsafe fn bulk_reduce_add_f32(p: *mut f32, src: u32, bytes: u32) {
         unsafe { super::api::atomic_add_f32(p.add(k as usize), v) };
     }
     let group = block.hopper.threads.borrow()[t.linear as usize].bulk_commits + 1;
-    let mut reads = block.hopper.bulk_reads.borrow_mut();
-    for c in src / 16..(src + bytes) / 16 {
-        reads.insert(c, BulkRead { thread: t.linear, group, at });
-    }
+    block.shared.claim_async_read(src, bytes, AsyncRead { thread: t.linear, group, at });
 }
 
 pub fn bulk_commit_group() {
@@ -669,40 +660,9 @@ pub fn bulk_wait_group<const N: u32>(_read: bool) {
     let t = current();
     let block = t.block();
     let commits = block.hopper.threads.borrow()[t.linear as usize].bulk_commits;
-    let done = commits.saturating_sub(N);
-    let released: Vec<(u32, Loc)> = {
-        let mut reads = block.hopper.bulk_reads.borrow_mut();
-        let mine: Vec<(u32, Loc)> =
-            reads.iter().filter(|(_, r)| r.thread == t.linear && r.group <= done).map(|(&c, r)| (c, r.at)).collect();
-        for (c, _) in &mine {
-            reads.remove(c);
-        }
-        mine
-    };
-    for (c, at) in released {
-        if let Err(k) = block.shared.track(t, block, 16 * c, 16, false, at) {
+    for (byte, at) in block.shared.release_async_reads(t.linear, commits.saturating_sub(N)) {
+        if let Err(k) = block.shared.track(t, block, byte, 16, false, at) {
             fault(k);
-        }
-    }
-}
-
-/// A store (plain, `cp.async` or TMA) into shared bytes `byte .. byte + size` while a bulk op
-/// may still be reading them: the issuing thread has not waited for its group.
-pub(crate) fn check_bulk_overwrite(block: &BlockCtx, byte: u32, size: u32, at: Loc) {
-    let reads = block.hopper.bulk_reads.borrow();
-    if reads.is_empty() {
-        return;
-    }
-    for c in byte / 16..(byte + size).div_ceil(16) {
-        if let Some(r) = reads.get(&c) {
-            async_fault(format!(
-                "a store at {} overwrites shared byte {} which cp.reduce.async.bulk (thread {}, at {}, bulk group {}) may still be reading: that thread must run cp.async.bulk.wait_group.read covering the group first (and another thread must be ordered after that wait)",
-                at_str(at),
-                byte.max(16 * c),
-                r.thread,
-                at_str(r.at),
-                r.group
-            ));
         }
     }
 }

@@ -190,7 +190,6 @@ pub fn cp_async_16<T>(dst_offset: u32, dst_len: u32, di: u32, src: usize, src_le
     if !byte.is_multiple_of(16) {
         fault(FaultKind::Misaligned { addr: byte as usize, align: 16, at });
     }
-    super::hopper::check_bulk_overwrite(block, byte, 16, at);
     if let Err(k) = block.shared.check_write(t, block, byte, 16, at) {
         fault(k);
     }

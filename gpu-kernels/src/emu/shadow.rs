@@ -11,9 +11,12 @@
 use super::block::{BlockCtx, ThreadCtx};
 use super::{Access, FaultKind, Loc};
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// Race and init tracking granularity in bytes: f16/bf16 elements are the smallest shared type.
 const GRANULE: u32 = 2;
+/// The async proxy's claims on shared memory are per 16-byte chunk, its access unit.
+const CHUNK: u32 = 16;
 const NOBODY: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
@@ -104,6 +107,19 @@ pub(crate) struct SharedMem {
     pending_uninit: std::cell::Cell<Option<(u32, Stamp)>>,
     bytes: RefCell<Vec<u8>>,
     shadow: RefCell<Vec<Granule>>,
+    /// Per 16-byte chunk: the bulk op (`cp.reduce.async.bulk`) that may still be reading it,
+    /// until its thread's `cp.async.bulk.wait_group` releases the claim. Every write path
+    /// ([`SharedMem::track`], [`SharedMem::check_write`], [`SharedMem::write_async`]) checks
+    /// it; empty in kernels without bulk ops, so the check is one emptiness test.
+    async_reads: RefCell<HashMap<u32, AsyncRead>>,
+}
+
+/// A bulk op's pending read of a shared chunk: the issuing thread, its bulk group, where.
+#[derive(Clone, Copy)]
+pub(crate) struct AsyncRead {
+    pub thread: u32,
+    pub group: u32,
+    pub at: Loc,
 }
 
 impl SharedMem {
@@ -117,7 +133,57 @@ impl SharedMem {
                 Granule { written: false, write: EMPTY, read: EMPTY, read2: EMPTY };
                 size.div_ceil(GRANULE) as usize
             ]),
+            async_reads: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// A bulk op reads `offset .. offset + size` (16-byte aligned) until released: a later
+    /// claim on a chunk replaces an earlier one.
+    pub fn claim_async_read(&self, offset: u32, size: u32, read: AsyncRead) {
+        let mut reads = self.async_reads.borrow_mut();
+        for c in offset / CHUNK..(offset + size).div_ceil(CHUNK) {
+            reads.insert(c, read);
+        }
+    }
+
+    /// Releases thread `thread`'s claims of bulk groups up to `done`: (chunk's byte offset,
+    /// where the op was issued) for each, so the caller can record them as that thread's reads.
+    pub fn release_async_reads(&self, thread: u32, done: u32) -> Vec<(u32, Loc)> {
+        let mut released = Vec::new();
+        self.async_reads.borrow_mut().retain(|&c, r| {
+            let mine = r.thread == thread && r.group <= done;
+            if mine {
+                released.push((c * CHUNK, r.at));
+            }
+            !mine
+        });
+        released.sort_unstable_by_key(|&(byte, _)| byte);
+        released
+    }
+
+    /// A write (plain, `cp.async` or TMA) into bytes a bulk op may still be reading.
+    fn check_async_reads(&self, offset: u32, size: u32, at: Loc) -> Result<(), FaultKind> {
+        let reads = self.async_reads.borrow();
+        if reads.is_empty() {
+            return Ok(());
+        }
+        for c in offset / CHUNK..(offset + size).div_ceil(CHUNK) {
+            if let Some(r) = reads.get(&c) {
+                return Err(FaultKind::AsyncProxy {
+                    detail: format!(
+                        "a store at {}:{} overwrites shared byte {} which cp.reduce.async.bulk (thread {}, at {}:{}, bulk group {}) may still be reading: that thread must run cp.async.bulk.wait_group.read covering the group first (and another thread must be ordered after that wait)",
+                        at.file(),
+                        at.line(),
+                        offset.max(CHUNK * c),
+                        r.thread,
+                        r.at.file(),
+                        r.at.line(),
+                        r.group
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn stamp(t: &ThreadCtx, block: &BlockCtx, at: Loc) -> Stamp {
@@ -193,6 +259,9 @@ impl SharedMem {
         write: bool,
         at: Loc,
     ) -> Result<(), FaultKind> {
+        if write {
+            self.check_async_reads(offset, size, at)?;
+        }
         let now = Self::stamp(t, block, at);
         let mut shadow = self.shadow.borrow_mut();
         let first = offset / GRANULE;
@@ -237,6 +306,7 @@ impl SharedMem {
         size: u32,
         at: Loc,
     ) -> Result<(), FaultKind> {
+        self.check_async_reads(offset, size, at)?;
         let now = Self::stamp(t, block, at);
         let shadow = self.shadow.borrow();
         for g in offset / GRANULE..(offset + size).div_ceil(GRANULE) {
@@ -282,7 +352,9 @@ impl SharedMem {
 
     /// Writes bytes on behalf of the async proxy (a TMA load): marks them written, with no
     /// thread as the writer (their ordering is checked by `emu::hopper`'s tokens instead).
-    pub fn write_async(&self, offset: u32, data: &[u8]) {
+    /// Fails, writing nothing, if a bulk op may still be reading them.
+    pub fn write_async(&self, offset: u32, data: &[u8], at: Loc) -> Result<(), FaultKind> {
+        self.check_async_reads(offset, data.len() as u32, at)?;
         self.bytes.borrow_mut()[offset as usize..offset as usize + data.len()].copy_from_slice(data);
         let mut shadow = self.shadow.borrow_mut();
         for g in offset / GRANULE..(offset + data.len() as u32).div_ceil(GRANULE) {
@@ -290,6 +362,7 @@ impl SharedMem {
             gr.written = true;
             gr.write = EMPTY;
         }
+        Ok(())
     }
 
     /// Whether every byte of `offset .. offset + size` was written by someone.
