@@ -396,9 +396,13 @@ fn bulk_reduce_adds_published_shared_rows() {
 /// released read), and a source off its 16-byte alignment (8).
 #[test]
 fn emulator_rejects_broken_bulk_reductions() {
-    for (mode, needle) in
-        [(1, "no fence.proxy.async after the store"), (2, "may still be reading"), (4, "race"), (8, "16-byte aligned")]
-    {
+    for (mode, needle) in [
+        (1, "no fence.proxy.async after the store"),
+        (2, "may still be reading"),
+        (4, "race"),
+        (8, "16-byte aligned"),
+        (16, "exited while"),
+    ] {
         match run_bulk(&Context::emulator(), mode) {
             Err(e) => {
                 let msg = e.to_string();

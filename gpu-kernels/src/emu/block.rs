@@ -337,6 +337,21 @@ impl BlockRunner {
                 }
             }
             if all_done {
+                // A bulk op's shared source must stay valid until its thread's wait: the block's
+                // shared memory is handed to the next block when the last thread exits.
+                if let Some((byte, r)) = block.shared.pending_async_read() {
+                    return Err(err(
+                        Some(block.thread_dim3(r.thread)),
+                        FaultKind::AsyncProxy {
+                            detail: format!(
+                                "the thread exited while cp.reduce.async.bulk at {}:{} (bulk group {}) may still read shared byte {byte}: run cp.async.bulk.wait_group (or .read) covering the group before the kernel ends",
+                                r.at.file(),
+                                r.at.line(),
+                                r.group
+                            ),
+                        },
+                    ));
+                }
                 // Every phase a kernel starts must complete: an arrival nobody waits for (one
                 // `arrive` too many) leaves a phase open.
                 let named = block.named.borrow();

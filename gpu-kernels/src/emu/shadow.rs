@@ -161,6 +161,12 @@ impl SharedMem {
         released
     }
 
+    /// A bulk op still reading shared memory (the first by chunk), if any: at the block's end,
+    /// a thread that never waited for its bulk groups.
+    pub fn pending_async_read(&self) -> Option<(u32, AsyncRead)> {
+        self.async_reads.borrow().iter().min_by_key(|(c, _)| **c).map(|(&c, &r)| (c * CHUNK, r))
+    }
+
     /// A write (plain, `cp.async` or TMA) into bytes a bulk op may still be reading.
     fn check_async_reads(&self, offset: u32, size: u32, at: Loc) -> Result<(), FaultKind> {
         let reads = self.async_reads.borrow();

@@ -281,7 +281,8 @@ pub struct BulkProbeParams {
     /// 0: the protocol; the bugs (emulator only): bit 0 no `fence.proxy.async` after the
     /// stores; bit 1 the second round's stores before `wait_group.read`; bit 2 no `sync_warp`
     /// after the wait (a lane rewrites rows other lanes' ops read); bit 3 the source 4 bytes
-    /// off its 16-byte alignment.
+    /// off its 16-byte alignment; bit 4 no final `wait_group` (the block exits with its last
+    /// group's reads pending).
     pub mode: u32,
     pub _pad: u32,
 }
@@ -336,5 +337,7 @@ pub fn bulk_reduce(p: BulkProbeParams) {
         }
         bulk_commit_group();
     }
-    bulk_wait_group::<0>();
+    if p.mode & 16 == 0 {
+        bulk_wait_group::<0>();
+    }
 }
