@@ -1,6 +1,6 @@
 //! One block's execution: its threads as coroutines, its barriers and warp collectives.
 
-use super::shadow::{FenceClock, SharedMem};
+use super::shadow::{SharedMem, SyncClock};
 use super::{EmuError, FaultKind, LaunchConfig, Loc, d3};
 use crate::Dim3;
 use crate::device::warp::{ShflMode, VoteMode};
@@ -135,9 +135,11 @@ pub(crate) struct BlockCtx {
     /// Each thread's `proxy_fences` when the last block barrier completed: known to every
     /// thread after it.
     pub barrier_fences: Vec<Cell<u32>>,
-    /// Per thread: the fences of others it knows through named barriers, mbarriers and
-    /// `sync_warp` ([`FenceClock`]).
-    pub fence_clocks: RefCell<Vec<FenceClock>>,
+    /// Per thread: the fence and release counts of others it knows through named barriers,
+    /// mbarriers and `sync_warp` ([`SyncClock`]).
+    pub sync_clocks: RefCell<Vec<SyncClock>>,
+    /// Arrivals on named barriers and mbarriers so far, per thread ([`SyncClock`]).
+    pub releases: Vec<Cell<u32>>,
     pub posts: RefCell<Vec<Option<Post>>>,
     pub results: Vec<Cell<u32>>,
     /// Tensor-core state: wide collective words and pending `cp.async` copies.
@@ -165,8 +167,8 @@ pub(crate) struct NamedBar {
     /// Completed phases.
     pub completed: u32,
     /// The fence clocks released into the phase in progress, and into every completed one.
-    pub arriving: FenceClock,
-    pub released: FenceClock,
+    pub arriving: SyncClock,
+    pub released: SyncClock,
     /// Where the phase in progress got its first arrival.
     pub first: Option<Loc>,
 }
@@ -265,7 +267,8 @@ impl BlockRunner {
             warp_epoch: (0..warps).map(|_| Cell::new(0)).collect(),
             proxy_fences: (0..n).map(|_| Cell::new(0)).collect(),
             barrier_fences: (0..n).map(|_| Cell::new(0)).collect(),
-            fence_clocks: RefCell::new(vec![FenceClock::default(); n]),
+            sync_clocks: RefCell::new(vec![SyncClock::default(); n]),
+            releases: (0..n).map(|_| Cell::new(0)).collect(),
             posts: RefCell::new(vec![None; n]),
             results: (0..n).map(|_| Cell::new(0)).collect(),
             tc: super::mma::TcState::new(n),
@@ -550,10 +553,11 @@ impl BlockRunner {
                 }
                 if p.op == WarpOp::Sync {
                     block.warp_epoch[w].set(block.warp_epoch[w].get() + 1);
-                    // Each participating lane now knows the others' fences.
+                    // Each participating lane now knows what the others knew (their accesses
+                    // before this are ordered by the warp epoch).
                     let lanes_in = (0..lanes).filter(|&m| p.mask & (1 << m) != 0).map(|m| (base + m) as u32);
-                    let mut joined = FenceClock::default();
-                    lanes_in.clone().for_each(|l| joined.release(block, l));
+                    let mut joined = SyncClock::default();
+                    lanes_in.clone().for_each(|l| joined.join_lane(block, l));
                     lanes_in.for_each(|l| joined.acquire(block, l));
                 }
                 handled |= p.mask;

@@ -27,7 +27,8 @@
 //!   has executed `fence.proxy.async` since the store and, when it is another thread, that
 //!   fence is ordered before the wgmma: by a block barrier, or by the writer's arrival on a
 //!   named barrier or an mbarrier whose phase the reader waited for, possibly through other
-//!   threads' arrivals and `sync_warp`s (`shadow::FenceClock`).
+//!   threads' arrivals and `sync_warp`s (`shadow::SyncClock`). The same clock orders plain
+//!   shared accesses for the race detector.
 //! - A bulk reduction (`cp.reduce.async.bulk ... add.f32`, shared -> global) reads its source
 //!   under the same rules as a wgmma operand and applies its adds at issue (each element's
 //!   atomically; the emulator does not delay global visibility until `wait_group`). Its
@@ -39,7 +40,7 @@
 //!   scope.
 
 use super::block::{BlockCtx, State, WarpOp, current};
-use super::shadow::{AsyncRead, FenceClock};
+use super::shadow::{AsyncRead, SyncClock};
 use super::{FaultKind, Loc};
 use crate::device::hopper::{Swizzle, TmaDesc, swizzle_addr};
 use crate::device::mma::MmaKind;
@@ -72,10 +73,10 @@ pub(crate) struct Mbar {
     /// Warpgroup clock joined from this phase's arrivals so far, and at the last completion.
     arriving: [u32; WGS],
     completed: [u32; WGS],
-    /// The arrivals' fence clocks ([`super::shadow::FenceClock`]): this phase's so far, and
+    /// The arrivals' clocks ([`super::shadow::SyncClock`]): this phase's so far, and
     /// every completed phase's.
-    arriving_fences: FenceClock,
-    completed_fences: FenceClock,
+    arriving_clock: SyncClock,
+    completed_clock: SyncClock,
 }
 
 #[derive(Default, Clone)]
@@ -192,7 +193,7 @@ pub fn mbar_init(offset: u32, count: u32) {
     if bars.contains_key(&offset) {
         async_fault(format!("mbarrier at shared byte {offset} initialized twice (again at {})", at_str(at)));
     }
-    let fresh = FenceClock::default();
+    let fresh = SyncClock::default();
     bars.insert(
         offset,
         Mbar {
@@ -202,8 +203,8 @@ pub fn mbar_init(offset: u32, count: u32) {
             phase: 0,
             arriving: [0; WGS],
             completed: [0; WGS],
-            arriving_fences: fresh.clone(),
-            completed_fences: fresh,
+            arriving_clock: fresh.clone(),
+            completed_clock: fresh,
         },
     );
 }
@@ -221,7 +222,7 @@ fn maybe_complete(b: &mut Mbar) {
         b.phase += 1;
         b.pending = b.count;
         b.completed = b.arriving;
-        b.completed_fences.complete(&mut b.arriving_fences);
+        b.completed_clock.complete(&mut b.arriving_clock);
     }
 }
 
@@ -247,7 +248,7 @@ pub fn mbar_arrive(offset: u32, tx_bytes: u32) {
         *c = (*c).max(k);
     }
     b.arriving[wg] = b.arriving[wg].max(ts.done);
-    b.arriving_fences.release(block, t.linear);
+    b.arriving_clock.release(block, t.linear);
     maybe_complete(b);
     block.progress.set(true);
 }
@@ -268,7 +269,7 @@ pub fn mbar_wait(offset: u32, parity: u32) {
                 for (c, &k) in ts.clock.iter_mut().zip(&b.completed) {
                     *c = (*c).max(k);
                 }
-                b.completed_fences.acquire(block, t.linear);
+                b.completed_clock.acquire(block, t.linear);
                 block.progress.set(true);
                 t.state.set(State::Ready);
                 return;
@@ -880,6 +881,104 @@ mod tests {
             shared_bytes: HANDOVER_BAR + 8,
         };
         super::super::launch(&def, &cfg, 0u32)
+    }
+
+    /// Plain shared stores by warp 1 read by warp 2 after a hand-over that is not a block
+    /// barrier: the modes of [`plain_handover`].
+    const PLAIN_NAMED: u32 = 0;
+    /// The stores after warp 1's arrival on the named barrier instead of before it.
+    const PLAIN_NAMED_LATE: u32 = 1;
+    /// Warp 1 stores, `sync_warp`, lane 0 arrives on an mbarrier warp 2 waits for.
+    const PLAIN_MBAR: u32 = 2;
+    /// As [`PLAIN_MBAR`] without the `sync_warp`: lane 0's arrival carries only its own stores.
+    const PLAIN_MBAR_NO_SYNC_WARP: u32 = 3;
+    /// As [`PLAIN_MBAR`], the arrival by warp 3 after a named barrier with warp 1: ordering
+    /// through a third thread.
+    const PLAIN_MBAR_RELAYED: u32 = 4;
+
+    fn plain_handover(mode: u32) {
+        use crate::device::hopper::{Mbarrier, fence_mbarrier_init};
+        use crate::device::thread::{NamedBarrier, sync_threads, thread_idx_x};
+        use crate::device::warp::{FULL_MASK, sync_warp};
+        let t = thread_idx_x();
+        let (warp, lane) = (t / 32, t % 32);
+        let words = crate::device::Shared::<u32>::at(0, 32);
+        let bar = Mbarrier::at(HANDOVER_BAR);
+        let named = NamedBarrier::new(1, 64);
+        if t == 0 {
+            bar.init(1);
+            fence_mbarrier_init();
+        }
+        sync_threads();
+        let mbar = mode >= PLAIN_MBAR;
+        if warp == 1 {
+            if mode == PLAIN_NAMED_LATE {
+                named.arrive();
+            }
+            words.store(lane, 7 * lane);
+            match mode {
+                PLAIN_NAMED => named.arrive(),
+                PLAIN_MBAR => {
+                    sync_warp(FULL_MASK);
+                    if lane == 0 {
+                        bar.arrive();
+                    }
+                }
+                PLAIN_MBAR_NO_SYNC_WARP if lane == 0 => bar.arrive(),
+                PLAIN_MBAR_RELAYED => {
+                    sync_warp(FULL_MASK);
+                    NamedBarrier::new(2, 64).arrive();
+                }
+                _ => {}
+            }
+        }
+        if warp == 3 && mode == PLAIN_MBAR_RELAYED {
+            NamedBarrier::new(2, 64).sync();
+            if lane == 0 {
+                bar.arrive();
+            }
+        }
+        if warp == 2 {
+            if mbar {
+                bar.wait(0);
+            } else {
+                named.sync();
+            }
+            assert_eq!(words.load(lane), 7 * lane);
+        }
+    }
+
+    fn run_plain(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
+        let bodies: [fn(u32); 5] = [
+            |_| plain_handover(PLAIN_NAMED),
+            |_| plain_handover(PLAIN_NAMED_LATE),
+            |_| plain_handover(PLAIN_MBAR),
+            |_| plain_handover(PLAIN_MBAR_NO_SYNC_WARP),
+            |_| plain_handover(PLAIN_MBAR_RELAYED),
+        ];
+        let def = crate::KernelDef { name: "plain_handover", body: bodies[mode as usize] };
+        let cfg = super::super::LaunchConfig {
+            grid: crate::Dim3::x(1),
+            block: crate::Dim3::x(128),
+            shared_bytes: HANDOVER_BAR + 8,
+        };
+        super::super::launch(&def, &cfg, 0u32)
+    }
+
+    /// The race detector orders plain shared accesses by named barriers and mbarriers too,
+    /// not only by block barriers and `sync_warp`: stores released by an arrival that the
+    /// reader's wait acquired (directly, after a `sync_warp` carrying the warp's other lanes,
+    /// or through a third warp) are not a race; stores after the arrival, or by lanes whose
+    /// `sync_warp` never came, are.
+    #[test]
+    fn named_barriers_and_mbarriers_order_plain_shared_accesses() {
+        for mode in [PLAIN_NAMED, PLAIN_MBAR, PLAIN_MBAR_RELAYED] {
+            run_plain(mode).unwrap_or_else(|e| panic!("mode {mode}: a correct hand-over was rejected: {e}"));
+        }
+        for mode in [PLAIN_NAMED_LATE, PLAIN_MBAR_NO_SYNC_WARP] {
+            let msg = run_plain(mode).expect_err("a broken hand-over must be rejected").to_string();
+            assert!(msg.contains("race") && msg.contains("hopper.rs"), "mode {mode}: {msg}");
+        }
     }
 
     /// Generic stores reach another thread's wgmma only through the storing thread's fence

@@ -1,10 +1,14 @@
 //! A block's shared memory and its shadow: who wrote and read each 2-byte granule, and when.
 //!
-//! Happens-before is tracked with two clocks: the block's barrier epoch, and each warp's
-//! `sync_warp` epoch. An earlier access by thread `a` is ordered before a later access by
-//! thread `b` when `a == b`, or a block barrier completed in between, or both are lanes of
-//! one warp and a `sync_warp` of that warp completed in between. Anything else that involves
-//! a write is a race. Each granule remembers its last writer and its two most recent distinct
+//! Happens-before is tracked with the block's barrier epoch, each warp's `sync_warp` epoch and,
+//! for named barriers and mbarriers, a vector clock of release counts ([`SyncClock`]). An
+//! earlier access by thread `a` is ordered before a later access by thread `b` when `a == b`,
+//! or a block barrier completed in between, or both are lanes of one warp and a `sync_warp` of
+//! that warp completed in between, or `a` (or a lane of its warp, after a `sync_warp` that
+//! followed the access) arrived on a named barrier or an mbarrier after the access, in a
+//! phase `b` acquired before its access, directly or through other threads. Anything else that
+//! involves a write is a race. The first three are checked first (two compares); the vector clock is consulted
+//! only where they fail, so kernels without named barriers and mbarriers pay nothing for it. Each granule remembers its last writer and its two most recent distinct
 //! readers: enough to catch every write-write and read-write race between two threads, at
 //! the cost of possibly missing a third, older reader.
 
@@ -26,66 +30,113 @@ struct Stamp {
     warp_epoch: u32,
     /// The thread's `fence.proxy.async` count at the access.
     proxy_fences: u32,
+    /// The thread's release count at the access ([`SyncClock`]).
+    releases: u32,
     at: Option<Loc>,
 }
 
-const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, proxy_fences: 0, at: None };
+const EMPTY: Stamp = Stamp { thread: NOBODY, barrier_epoch: 0, warp_epoch: 0, proxy_fences: 0, releases: 0, at: None };
 
-/// What a thread knows of other threads' `fence.proxy.async` counts through the barriers it
-/// waited for: a vector clock over the block's threads (entry `w`: the count thread `w` had
-/// when it released something this thread acquired). A release is an arrival on a named
-/// barrier or an mbarrier, carrying the arriving thread's clock and its own count into the
-/// phase; waiting for a phase acquires every phase of that barrier completed so far (which
-/// may include later ones than the one waited for: that can only accept more, since counts
-/// only grow). Ordering through global memory (flags, atomics) is not seen. `sync_warp`
-/// joins the clocks of its lanes. Block barriers are simpler: every thread knows every count
-/// at the last one (`BlockCtx::barrier_fences`). Entries past the end are zero; a thread that
-/// never fenced adds nothing, so kernels without `fence.proxy.async` keep these empty.
+/// What a thread knows of other threads through the barriers it waited for: a vector clock.
+/// Entry `w` holds two counts thread `w` had when it released something this thread
+/// acquired: its `fence.proxy.async`s (whether its stores are published to the async proxy:
+/// [`SharedMem::unpublished_write`]) and its releases (whether its plain accesses are ordered
+/// before this thread's: the race check); per warp, the warp's `sync_warp` epoch at the
+/// release (every lane's access before that `sync_warp` is ordered before it). A release is an
+/// arrival on a named barrier or an mbarrier, carrying the arriving thread's clock and its own
+/// counts (its release count bumped first) into the phase; waiting for a phase acquires every
+/// phase of that barrier completed so far (which may include later ones than the one waited
+/// for: that can only accept more, since counts only grow). `sync_warp` joins the clocks of
+/// its lanes (and their fence counts). Ordering through global memory (flags, atomics) is not
+/// seen. Block barriers are simpler: every thread knows every count at the last one
+/// (`BlockCtx::barrier_epoch`, `BlockCtx::barrier_fences`). Entries past the end are zero;
+/// kernels without named barriers, mbarriers and fences keep these empty.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct FenceClock(Vec<u32>);
+pub(crate) struct SyncClock {
+    threads: Vec<Known>,
+    warps: Vec<u32>,
+}
 
-impl FenceClock {
-    pub fn get(&self, thread: u32) -> u32 {
-        self.0.get(thread as usize).copied().unwrap_or(0)
+/// A thread's entry of a [`SyncClock`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Known {
+    fences: u32,
+    releases: u32,
+}
+
+fn raise_to<T: Copy + Default>(v: &mut Vec<T>, i: usize, k: T, max: impl Fn(T, T) -> T) {
+    if v.len() <= i {
+        v.resize(i + 1, T::default());
+    }
+    v[i] = max(v[i], k);
+}
+
+fn join_into<T: Copy + Default>(a: &mut Vec<T>, b: &[T], max: impl Fn(T, T) -> T) {
+    if a.len() < b.len() {
+        a.resize(b.len(), T::default());
+    }
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = max(*x, y);
+    }
+}
+
+fn known_max(a: Known, b: Known) -> Known {
+    Known { fences: a.fences.max(b.fences), releases: a.releases.max(b.releases) }
+}
+
+impl SyncClock {
+    /// What this clock knows of thread `thread`'s `fence.proxy.async` count.
+    pub fn fences(&self, thread: u32) -> u32 {
+        self.threads.get(thread as usize).map_or(0, |k| k.fences)
     }
 
-    fn raise(&mut self, thread: u32, count: u32) {
-        if count == 0 {
-            return;
-        }
-        let i = thread as usize;
-        if self.0.len() <= i {
-            self.0.resize(i + 1, 0);
-        }
-        self.0[i] = self.0[i].max(count);
+    /// Is an access by `s.thread` ordered before this clock's thread through releases?
+    fn orders(&self, s: &Stamp) -> bool {
+        self.threads.get(s.thread as usize).is_some_and(|k| k.releases > s.releases)
+            || self.warps.get((s.thread / 32) as usize).is_some_and(|&e| e > s.warp_epoch)
     }
 
-    fn join(&mut self, other: &FenceClock) {
-        if self.0.len() < other.0.len() {
-            self.0.resize(other.0.len(), 0);
-        }
-        for (a, &b) in self.0.iter_mut().zip(&other.0) {
-            *a = (*a).max(b);
+    fn raise(&mut self, thread: u32, k: Known) {
+        if k != Known::default() {
+            raise_to(&mut self.threads, thread as usize, k, known_max);
         }
     }
 
-    /// A release by thread `t` into a phase's clock: what `t` knows, and its own count.
+    fn join(&mut self, other: &SyncClock) {
+        join_into(&mut self.threads, &other.threads, known_max);
+        join_into(&mut self.warps, &other.warps, u32::max);
+    }
+
+    /// Thread `t`'s arrival on a named barrier or an mbarrier, into the phase's clock: what
+    /// `t` knows, its fence count, its release count (bumped), and its warp's epoch.
     pub fn release(&mut self, block: &BlockCtx, t: u32) {
-        self.join(&block.fence_clocks.borrow()[t as usize]);
-        self.raise(t, block.proxy_fences[t as usize].get());
+        let releases = &block.releases[t as usize];
+        releases.set(releases.get() + 1);
+        self.join(&block.sync_clocks.borrow()[t as usize]);
+        self.raise(t, Known { fences: block.proxy_fences[t as usize].get(), releases: releases.get() });
+        let w = (t / 32) as usize;
+        raise_to(&mut self.warps, w, block.warp_epoch[w].get(), u32::max);
+    }
+
+    /// Lane `t`'s part in a `sync_warp`: what it knows and its fence count (its accesses are
+    /// ordered by the warp epoch, which a later arrival carries).
+    pub fn join_lane(&mut self, block: &BlockCtx, t: u32) {
+        self.join(&block.sync_clocks.borrow()[t as usize]);
+        self.raise(t, Known { fences: block.proxy_fences[t as usize].get(), releases: 0 });
     }
 
     /// A phase completes: its releases join the barrier's completed ones, and the next phase
     /// starts empty.
-    pub fn complete(&mut self, phase: &mut FenceClock) {
+    pub fn complete(&mut self, phase: &mut SyncClock) {
         self.join(phase);
-        phase.0.clear();
+        phase.threads.clear();
+        phase.warps.clear();
     }
 
     /// Thread `t` acquires a barrier's completed phases.
     pub fn acquire(&self, block: &BlockCtx, t: u32) {
-        if !self.0.is_empty() {
-            block.fence_clocks.borrow_mut()[t as usize].join(self);
+        if !self.threads.is_empty() || !self.warps.is_empty() {
+            block.sync_clocks.borrow_mut()[t as usize].join(self);
         }
     }
 }
@@ -198,6 +249,7 @@ impl SharedMem {
             barrier_epoch: block.barrier_epoch.get(),
             warp_epoch: block.warp_epoch[t.warp() as usize].get(),
             proxy_fences: block.proxy_fences[t.linear as usize].get(),
+            releases: block.releases[t.linear as usize].get(),
             at: Some(at),
         }
     }
@@ -207,11 +259,11 @@ impl SharedMem {
     /// fenced since). A store becomes readable once its thread has executed `fence.proxy.async`
     /// after it and, unless the writer is the reader, that fence is ordered before the reader by
     /// a block barrier, or by arrivals on named barriers or mbarriers (and `sync_warp`s
-    /// between lanes) whose phases the reader waited for: [`FenceClock`]. Bytes a TMA wrote
+    /// between lanes) whose phases the reader waited for: [`SyncClock`]. Bytes a TMA wrote
     /// last have no generic writer.
     pub fn unpublished_write(&self, block: &BlockCtx, reader: u32, offset: u32, size: u32) -> Option<(u32, Loc, bool)> {
         let shadow = self.shadow.borrow();
-        let clocks = block.fence_clocks.borrow();
+        let clocks = block.sync_clocks.borrow();
         (offset / GRANULE..(offset + size).div_ceil(GRANULE)).find_map(|g| {
             let w = &shadow[g as usize].write;
             if w.thread == NOBODY {
@@ -221,19 +273,21 @@ impl SharedMem {
             let known = if w.thread == reader {
                 fences
             } else {
-                block.barrier_fences[w.thread as usize].get().max(clocks[reader as usize].get(w.thread))
+                block.barrier_fences[w.thread as usize].get().max(clocks[reader as usize].fences(w.thread))
             };
             (known <= w.proxy_fences)
                 .then(|| (w.thread, w.at.expect("recorded writes have a location"), fences > w.proxy_fences))
         })
     }
 
-    /// Is the earlier access `s` ordered before `now` (by the same or another thread)?
-    fn ordered(s: &Stamp, now: &Stamp) -> bool {
+    /// Is the earlier access `s` ordered before `now` (by the same or another thread)? The
+    /// epochs first; the vector clock only where they do not order it.
+    fn ordered(block: &BlockCtx, s: &Stamp, now: &Stamp) -> bool {
         s.thread == NOBODY
             || s.thread == now.thread
             || s.barrier_epoch < now.barrier_epoch
             || (s.thread / 32 == now.thread / 32 && s.warp_epoch < now.warp_epoch)
+            || block.sync_clocks.borrow()[now.thread as usize].orders(s)
     }
 
     fn race(
@@ -276,11 +330,11 @@ impl SharedMem {
             let gr = &mut shadow[g as usize];
             let byte = g * GRANULE;
             if write {
-                if !Self::ordered(&gr.write, &now) {
+                if !Self::ordered(block, &gr.write, &now) {
                     return Err(Self::race(block, byte, &gr.write, true, &now, true));
                 }
                 for r in [gr.read, gr.read2] {
-                    if !Self::ordered(&r, &now) {
+                    if !Self::ordered(block, &r, &now) {
                         return Err(Self::race(block, byte, &r, false, &now, true));
                     }
                 }
@@ -290,7 +344,7 @@ impl SharedMem {
                 if !gr.written && self.pending_uninit.get().is_none() {
                     self.pending_uninit.set(Some((byte, now)));
                 }
-                if !Self::ordered(&gr.write, &now) {
+                if !Self::ordered(block, &gr.write, &now) {
                     return Err(Self::race(block, byte, &gr.write, true, &now, false));
                 }
                 if gr.read.thread != now.thread {
@@ -318,11 +372,11 @@ impl SharedMem {
         for g in offset / GRANULE..(offset + size).div_ceil(GRANULE) {
             let gr = &shadow[g as usize];
             let byte = g * GRANULE;
-            if !Self::ordered(&gr.write, &now) {
+            if !Self::ordered(block, &gr.write, &now) {
                 return Err(Self::race(block, byte, &gr.write, true, &now, true));
             }
             for r in [gr.read, gr.read2] {
-                if !Self::ordered(&r, &now) {
+                if !Self::ordered(block, &r, &now) {
                     return Err(Self::race(block, byte, &r, false, &now, true));
                 }
             }
