@@ -871,16 +871,24 @@ mod tests {
         assert!(d.iter().all(|&x| x == 16.0), "ones: every product is 16");
     }
 
-    fn run_handover(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
-        let bodies: [fn(u32); 3] =
-            [|_| handover(HANDOVER_OK), |_| handover(HANDOVER_NO_SYNC_WARP), |_| handover(HANDOVER_FENCE_LATE)];
-        let def = crate::KernelDef { name: "handover", body: bodies[mode as usize] };
+    /// One block of 128 threads (and the hand-over tests' shared bytes) running `body` with
+    /// `mode` as its parameter.
+    fn run_block(
+        name: &'static str,
+        body: fn(u32),
+        mode: u32,
+    ) -> Result<super::super::LaunchStats, super::super::EmuError> {
+        let def = crate::KernelDef { name, body };
         let cfg = super::super::LaunchConfig {
             grid: crate::Dim3::x(1),
             block: crate::Dim3::x(128),
             shared_bytes: HANDOVER_BAR + 8,
         };
-        super::super::launch(&def, &cfg, 0u32)
+        super::super::launch(&def, &cfg, mode)
+    }
+
+    fn run_handover(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
+        run_block("handover", handover, mode)
     }
 
     /// Plain shared stores by warp 1 read by warp 2 after a hand-over that is not a block
@@ -949,20 +957,7 @@ mod tests {
     }
 
     fn run_plain(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
-        let bodies: [fn(u32); 5] = [
-            |_| plain_handover(PLAIN_NAMED),
-            |_| plain_handover(PLAIN_NAMED_LATE),
-            |_| plain_handover(PLAIN_MBAR),
-            |_| plain_handover(PLAIN_MBAR_NO_SYNC_WARP),
-            |_| plain_handover(PLAIN_MBAR_RELAYED),
-        ];
-        let def = crate::KernelDef { name: "plain_handover", body: bodies[mode as usize] };
-        let cfg = super::super::LaunchConfig {
-            grid: crate::Dim3::x(1),
-            block: crate::Dim3::x(128),
-            shared_bytes: HANDOVER_BAR + 8,
-        };
-        super::super::launch(&def, &cfg, 0u32)
+        run_block("plain_handover", plain_handover, mode)
     }
 
     /// The race detector orders plain shared accesses by named barriers and mbarriers too,
