@@ -166,7 +166,7 @@ pub(crate) struct NamedBar {
     pub per_warp: Vec<u32>,
     /// Completed phases.
     pub completed: u32,
-    /// The fence clocks released into the phase in progress, and into every completed one.
+    /// The clocks released into the phase in progress, and into every completed one.
     pub arriving: SyncClock,
     pub released: SyncClock,
     /// Where the phase in progress got its first arrival.

@@ -7,8 +7,9 @@
 //! that warp completed in between, or `a` (or a lane of its warp, after a `sync_warp` that
 //! followed the access) arrived on a named barrier or an mbarrier after the access, in a
 //! phase `b` acquired before its access, directly or through other threads. Anything else that
-//! involves a write is a race. The first three are checked first (two compares); the vector clock is consulted
-//! only where they fail, so kernels without named barriers and mbarriers pay nothing for it. Each granule remembers its last writer and its two most recent distinct
+//! involves a write is a race. The epochs are compared first; the vector clock is consulted
+//! only where they do not order a pair, so kernels without named barriers and mbarriers pay
+//! nothing for it. Each granule remembers its last writer and its two most recent distinct
 //! readers: enough to catch every write-write and read-write race between two threads, at
 //! the cost of possibly missing a third, older reader.
 
