@@ -176,6 +176,14 @@ fn refuses_a_bad_backend() {
 }
 
 #[test]
+fn bench_refuses_an_unknown_section_to_skip_and_lists_the_sections() {
+    assert_refused(
+        &["bench", "--backend", "emulator", "--skip", "gemm-tc"],
+        &["gemm-tc", "elementwise, rows, gemm, gemm_tc, paged_decode, attention, attention_backward"],
+    );
+}
+
+#[test]
 fn refuses_an_unknown_flag() {
     assert_refused(&["verify", "gelu", "--len", "8", "--lenght", "9", "--backend", "emulator"], &["--lenght"]);
 }

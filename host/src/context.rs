@@ -79,6 +79,9 @@ pub struct DeviceInfo {
     pub max_shared_optin: u32,
     /// The embedded PTX architecture loaded for this device.
     pub ptx_arch: &'static str,
+    /// Whether that arch's code came from a prebuilt cubin ([`crate::CUBIN_DIR_ENV`]) rather
+    /// than from the driver compiling the PTX.
+    pub prebuilt_cubin: bool,
 }
 
 /// A handle to a backend. Cloning is cheap and shares the backend, stream included.

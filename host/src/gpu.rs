@@ -9,10 +9,30 @@ use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use gpu_kernels::emu::LaunchConfig;
 use std::ffi::c_void;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Above this, a kernel must opt in to more dynamic shared memory (CUDA's static limit).
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// The file name under [`crate::CUBIN_DIR_ENV`] of the cubin made from `arch`'s PTX `text`.
+/// It carries a hash (FNV-1a, 64 bits) of the text, so a cubin assembled from other PTX (an
+/// older build) is never loaded in place of this build's kernels.
+pub fn cubin_file_name(arch: &str, text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{arch}-{h:016x}.cubin")
+}
+
+/// The prebuilt cubin for `arch`'s PTX `text`, when [`crate::CUBIN_DIR_ENV`] names a folder
+/// holding it.
+fn prebuilt_cubin(arch: &str, text: &str) -> Option<Vec<u8>> {
+    let dir = std::env::var_os(crate::CUBIN_DIR_ENV)?;
+    std::fs::read(Path::new(&dir).join(cubin_file_name(arch, text))).ok()
+}
 
 /// One stream on a shared device context. Handles made by [`Gpu::fork`] share the CUDA
 /// context, the module and the fault record, each with its own stream.
@@ -83,20 +103,29 @@ impl Gpu {
         // A driver older than an arch's PTX ISA refuses that module (sm_90a is PTX 8.3, CUDA
         // 12.3+): the next older arch then runs everything but the kernels that need the newer
         // one, which their launchers refuse by name.
+        // A prebuilt cubin of an arch goes first; should the driver refuse it, its PTX follows.
         let mut first_err = None;
         let mut loaded = None;
-        for (arch, text) in candidates {
-            match Module::from_ptx(text, &[]) {
-                Ok(m) => {
-                    loaded = Some((arch, m));
-                    break;
-                }
-                Err(code) => {
-                    first_err.get_or_insert(Error::ModuleLoad { arch, code });
+        'archs: for (arch, text) in candidates {
+            let cubin = prebuilt_cubin(arch, text);
+            let attempts = cubin.as_deref().map(|c| (Some(c), true)).into_iter().chain([(None, false)]);
+            for (bytes, prebuilt) in attempts {
+                let module = match bytes {
+                    Some(c) => Module::from_cubin(c, &[]),
+                    None => Module::from_ptx(text, &[]),
+                };
+                match module {
+                    Ok(m) => {
+                        loaded = Some((arch, m, prebuilt));
+                        break 'archs;
+                    }
+                    Err(code) => {
+                        first_err.get_or_insert(Error::ModuleLoad { arch, code });
+                    }
                 }
             }
         }
-        let Some((arch, module)) = loaded else {
+        let Some((arch, module, prebuilt_cubin)) = loaded else {
             return Err(first_err.expect("at least one candidate was tried"));
         };
         // A blocking stream: ordered with the legacy stream that cust's synchronous copies use.
@@ -113,6 +142,7 @@ impl Gpu {
             driver_version: cust::CudaApiVersion::get().map(|v| v.major() * 1000 + v.minor() * 10).unwrap_or(0),
             max_shared_optin: shared_optin(&device).unwrap_or(DEFAULT_SHARED_LIMIT),
             ptx_arch: arch,
+            prebuilt_cubin,
         };
         Ok(Gpu { info, stream, shared: Arc::new(Shared { module, ctx, last_kernel: Mutex::new("(none)") }) })
     }
@@ -245,5 +275,21 @@ impl Gpu {
             .and_then(|d| d.get_attribute(DeviceAttribute::L2CacheSize))
             .map(|v| v.max(0) as usize)
             .unwrap_or(64 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cubin_file_name;
+
+    #[test]
+    fn cubin_names_carry_the_arch_and_change_with_any_byte_of_the_ptx() {
+        let ptx = ".version 8.3\n.target sm_90a\n.visible .entry k() { ret; }\n";
+        let name = cubin_file_name("sm_90a", ptx);
+        assert!(name.starts_with("sm_90a-") && name.ends_with(".cubin"), "{name}");
+        assert_eq!(name, cubin_file_name("sm_90a", ptx), "the name is a function of arch and text");
+        assert_ne!(name, cubin_file_name("sm_90", ptx));
+        assert_ne!(name, cubin_file_name("sm_90a", &ptx.replace("ret", "exit")));
+        assert_ne!(name, cubin_file_name("sm_90a", &ptx[1..]));
     }
 }

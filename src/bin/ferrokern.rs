@@ -1,7 +1,7 @@
 //! `ferrokern`: bench every kernel against its baseline, verify any op on any shape, and show
 //! what the build contains (`info`). Exit codes: 0 success, 1 a failed check, 2 bad arguments.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferrokern::bench::{self, Measurement};
 use ferrokern::elementwise::Op;
 use ferrokern::gpu_kernels::elementwise::ElementwiseParams;
@@ -35,6 +35,10 @@ enum Cmd {
         #[arg(long)]
         sass: bool,
     },
+    /// Assemble the embedded PTX of every arch with ptxas into cubins in DIR. A GPU run with
+    /// FERROKERN_CUBIN_DIR=DIR loads them instead of having the driver compile the PTX in
+    /// every new process (minutes for the sm_90a module without a warm JIT cache).
+    Cubins { dir: std::path::PathBuf },
 }
 
 #[derive(Args)]
@@ -50,6 +54,26 @@ struct BenchArgs {
     /// Only kernels whose op name contains this.
     #[arg(long)]
     filter: Option<String>,
+    /// Leave a section out of the GPU timing (repeatable), e.g. one whose kernels hung in the
+    /// tests: a hung kernel never returns, so the sections after it would never run.
+    #[arg(long, value_enum)]
+    skip: Vec<Section>,
+}
+
+/// The bench's sections, in the order they run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+enum Section {
+    /// The elementwise ops.
+    Elementwise,
+    /// Reductions, softmax, cross-entropy and the norms.
+    Rows,
+    Gemm,
+    GemmTc,
+    PagedDecode,
+    Attention,
+    AttentionBackward,
 }
 
 #[derive(Args)]
@@ -400,7 +424,7 @@ fn run_info(sass: bool) -> ExitCode {
         Ok(ctx) => {
             let d = ctx.device_info().expect("GPU context");
             println!(
-                "device 0: {} (sm_{}{}), {} SMs, {:.0} GB, SM clock {} MHz, memory clock {} MHz x {} bit, driver CUDA {}.{}; loaded PTX {}",
+                "device 0: {} (sm_{}{}), {} SMs, {:.0} GB, SM clock {} MHz, memory clock {} MHz x {} bit, driver CUDA {}.{}; loaded PTX {} ({})",
                 d.name,
                 d.major,
                 d.minor,
@@ -411,7 +435,8 @@ fn run_info(sass: bool) -> ExitCode {
                 d.memory_bus_bits,
                 d.driver_version / 1000,
                 (d.driver_version % 1000) / 10,
-                d.ptx_arch
+                d.ptx_arch,
+                module_source(d)
             );
         }
         Err(e) => println!("devices: none usable ({e})"),
@@ -580,6 +605,9 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         println!(
             "Nothing can be timed without a GPU. Running the correctness sweep on the emulator, then the PTX resource table.\n"
         );
+        if !a.skip.is_empty() {
+            println!("--skip leaves sections out of the GPU timing only; the emulator sweep covers every section.\n");
+        }
         let ok = emulator_sweep(&ctx, filter)
             & gemm_emulator_sweep(&ctx, filter)
             & attention_emulator_sweep(&ctx, filter)
@@ -593,7 +621,7 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         return if ok && ptx_ok { ExitCode::SUCCESS } else { ExitCode::from(1) };
     };
     println!(
-        "ferrokern bench {}: {} (sm_{}{}, {} SMs, SM clock {} MHz, memory {} MHz x {} bit), driver CUDA {}.{}, PTX {}",
+        "ferrokern bench {}: {} (sm_{}{}, {} SMs, SM clock {} MHz, memory {} MHz x {} bit), driver CUDA {}.{}, PTX {} ({})",
         today(),
         dev.name,
         dev.major,
@@ -604,7 +632,8 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         dev.memory_bus_bits,
         dev.driver_version / 1000,
         (dev.driver_version % 1000) / 10,
-        dev.ptx_arch
+        dev.ptx_arch,
+        module_source(&dev)
     );
     println!(
         "times: median of {} runs after {} warm-up, CUDA events, L2 flushed before each run\n",
@@ -613,8 +642,26 @@ fn run_bench(a: BenchArgs) -> ExitCode {
     );
     let mut rows = Vec::new();
     let mut ok = true;
-    let ops: Vec<Op> = Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect();
-    let row_ops: Vec<RowOp> = RowOp::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect();
+    let runs = |s: Section| {
+        let run = !a.skip.contains(&s);
+        if !run {
+            println!(
+                "{}: skipped (--skip)",
+                s.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+            );
+        }
+        run
+    };
+    let ops: Vec<Op> = if runs(Section::Elementwise) {
+        Op::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect()
+    } else {
+        Vec::new()
+    };
+    let row_ops: Vec<RowOp> = if runs(Section::Rows) {
+        RowOp::ALL.into_iter().filter(|o| filter.is_none_or(|f| o.name().contains(f))).collect()
+    } else {
+        Vec::new()
+    };
     const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
     let total = ops.len() * DTYPES.len() * bench::ELEMENTWISE_LENS.len()
         + row_ops.iter().map(|&o| bench::row_shapes(o).len()).sum::<usize>() * DTYPES.len();
@@ -717,9 +764,11 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "memory_clock_mhz": dev.memory_clock_khz / 1000,
             "driver_cuda_version": format!("{}.{}", dev.driver_version / 1000, (dev.driver_version % 1000) / 10),
             "ptx_arch": dev.ptx_arch,
+            "prebuilt_cubin": dev.prebuilt_cubin,
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "reps": bench::REPS,
             "complete": complete,
+            "skipped": a.skip,
             "measurements": rows,
             "gemm": gemm,
             "gemm_tc": gemm_tc,
@@ -736,21 +785,29 @@ fn run_bench(a: BenchArgs) -> ExitCode {
         }
     };
     ok &= write_json(&[], &[], &[], &[], &[], false);
-    let gemm_rows = if gemm_selected(filter) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
+    let gemm_rows = if gemm_selected(filter) && runs(Section::Gemm) { gemm_bench(&ctx, &mut ok) } else { Vec::new() };
     ok &= write_json(&gemm_rows, &[], &[], &[], &[], false);
-    let gemm_tc_rows = if gemm_selected(filter) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
+    let gemm_tc_rows =
+        if gemm_selected(filter) && runs(Section::GemmTc) { gemm_tc_bench(&ctx, &mut ok) } else { Vec::new() };
     ok &= write_json(&gemm_rows, &gemm_tc_rows, &[], &[], &[], false);
-    let paged_rows =
-        if filter.is_none_or(|f| "paged_decode".contains(f)) { paged_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &[], &[], false);
-    let attention_rows =
-        if filter.is_none_or(|f| "attention".contains(f)) { attention_bench(&ctx, &mut ok) } else { Vec::new() };
-    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, &[], false);
-    let attention_backward_rows = if filter.is_none_or(|f| "attention_backward".contains(f)) {
-        attention_backward_bench(&ctx, &mut ok)
+    let paged_rows = if filter.is_none_or(|f| "paged_decode".contains(f)) && runs(Section::PagedDecode) {
+        paged_bench(&ctx, &mut ok)
     } else {
         Vec::new()
     };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &[], &[], false);
+    let attention_rows = if filter.is_none_or(|f| "attention".contains(f)) && runs(Section::Attention) {
+        attention_bench(&ctx, &mut ok)
+    } else {
+        Vec::new()
+    };
+    ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, &[], false);
+    let attention_backward_rows =
+        if filter.is_none_or(|f| "attention_backward".contains(f)) && runs(Section::AttentionBackward) {
+            attention_backward_bench(&ctx, &mut ok)
+        } else {
+            Vec::new()
+        };
     ok &= write_json(&gemm_rows, &gemm_tc_rows, &paged_rows, &attention_rows, &attention_backward_rows, true);
     if let Some(path) = a.plot {
         let title =
@@ -772,7 +829,54 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => run_bench(a),
         Cmd::Verify(a) => run_verify(a).unwrap_or_else(|BadArgs(msg)| bad_args(msg)),
         Cmd::Info { sass } => run_info(sass),
+        Cmd::Cubins { dir } => run_cubins(&dir),
     }
+}
+
+/// How the loaded arch's code was made, for the device lines of `info` and `bench`.
+fn module_source(d: &ferrokern::DeviceInfo) -> &'static str {
+    if d.prebuilt_cubin { "prebuilt cubin" } else { "compiled by the driver" }
+}
+
+/// `ferrokern cubins DIR`: ptxas over every embedded arch, one thread each, each cubin named
+/// by [`ferrokern::cubin_file_name`] so that only this build's PTX ever loads it.
+fn run_cubins(dir: &std::path::Path) -> ExitCode {
+    let Some(ptxas) = info::find_tool("ptxas") else {
+        println!("cubins: ptxas not found (run scripts/setup.sh, or put CUDA's ptxas on PATH)");
+        return ExitCode::from(1);
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        println!("cubins: cannot create {}: {e}", dir.display());
+        return ExitCode::from(1);
+    }
+    let ptxas = &ptxas;
+    let results: Vec<Result<std::path::PathBuf, String>> = std::thread::scope(|s| {
+        let jobs: Vec<_> = ferrokern::PTX
+            .iter()
+            .map(|&(arch, ptx)| {
+                s.spawn(move || {
+                    let (_, cubin) = info::ptxas(ptxas, arch, ptx)?;
+                    let dest = dir.join(ferrokern::cubin_file_name(arch, ptx));
+                    let copied = std::fs::copy(&cubin, &dest);
+                    let _ = std::fs::remove_file(&cubin);
+                    copied.map_err(|e| format!("copying the {arch} cubin to {}: {e}", dest.display()))?;
+                    Ok(dest)
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap_or_else(|_| Err("a ptxas thread panicked".into()))).collect()
+    });
+    let mut ok = true;
+    for r in results {
+        match r {
+            Ok(path) => println!("wrote {}", path.display()),
+            Err(e) => {
+                println!("{e}");
+                ok = false;
+            }
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// Whether `--filter` selects the GEMM family.
