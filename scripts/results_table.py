@@ -22,6 +22,7 @@ def render():
            f"driver CUDA {doc['driver_cuda_version']}, {doc['date']}, command `{doc['command']}`. "
            f"Median of {doc['reps']} runs; ratio = kernel throughput / baseline throughput measured in the same run."
            + (" This run was cut short: only the sections below were measured." if doc.get("complete") is False else "")
+           + (f" Sections left out (`--skip`, their tests hung): {', '.join(doc['skipped'])}." if doc.get("skipped") else "")
            + "\n",
            "| family | op | version | shape | dtype | median ms | GB/s | baseline | ratio |",
            "|---|---|---|---|---|---:|---:|---|---:|"]
