@@ -118,7 +118,9 @@ run_tests() {
     step "test $name" 90 "$out/test-$name.log" "$here/tests/$name" --test-threads=1
   done
 }
-done_tests=" ptxas" # CI runs the offline ptxas/SASS checks; info.txt has this machine's table.
+# CPU-only binaries CI runs: the offline ptxas/SASS checks (info.txt has this machine's ptxas
+# table), the emulator's own tests, and the crates' unit tests.
+done_tests=" ptxas emulator gpu_kernels ferrokern ferrokern_host"
 # First the tests that confirm hardware layouts and the mbarrier/TMA protocols: a family
 # whose test hung would hang the bench too, so the bench leaves it out.
 run_tests mma gemm_tc attention attention_backward paged_decode
@@ -127,7 +129,7 @@ for fam in gemm_tc attention attention_backward paged_decode; do
   case "${result["test $fam"]:-}" in TIMEOUT*) skip+=(--skip "$fam") ;; esac
 done
 step "bench${skip[*]:+ ${skip[*]}}" 300 "$out/bench.txt" "$here/ferrokern" bench --json "$out/bench.json" "${skip[@]}"
-run_tests elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input emulator $(ls "$here/tests")
+run_tests elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input $(ls "$here/tests")
 # compute-sanitizer over the GPU tests, with fewer property cases (it is orders of magnitude
 # slower). memcheck and initcheck: every kernel family; racecheck and synccheck: the families
 # whose kernels use shared memory and barriers. The device-fault test faults on purpose and
