@@ -218,7 +218,11 @@ impl RegSplit {
         assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
         let entry = 65536 / threads / 8 * 8;
         assert!(p <= entry && c >= entry, "the producer gives registers, the consumers take them");
-        assert!((p + c * CONSUMERS) * 128 <= 65536, "the split must fit the 65536-register file");
+        // `setmaxnreg.inc` waits until the block's pool has the registers, and the pool is
+        // what the block got at launch (entry x threads: 64512 for 384 threads), not the
+        // 65536 of the register file: a split over it hangs every block (48/232 and 32/240
+        // did on the H200, 2026-12-04).
+        assert!((p + c * CONSUMERS) * 128 <= entry * threads, "the split must fit the block's launch-time registers");
     }
 }
 
@@ -230,17 +234,17 @@ pub const TILING_D128: WgmmaFlashTiling =
 /// 64 (S 32, P 16) to stay under the consumers' 232 registers; Q 64 KB and two stages of K
 /// and V (32 KB each) take 192 KB of shared memory.
 ///
-/// The consumers sit at their cap here, and ptxas 12.9 spilled at 40 / 232 in both entry
-/// points, for different reasons: the dense producer (4 boxes per K or V tile) needs 48, and
-/// the varlen consumers (which also carry the sequence's bounds through the loop) need 240,
-/// which leaves the producer 32. Each split is the one the offline gate (`tests/ptxas.rs`)
-/// showed free of spills; the other spilled 12-20 bytes.
+/// The consumers sit at their cap here. The varlen consumers (which also carry the
+/// sequence's bounds through the loop) need 240, which leaves the producer 24; the dense
+/// ones keep 232 and the producer 40. (48/232 and 32/240, which ptxas preferred, add up to
+/// more than the block's launch-time registers, and the consumers' `setmaxnreg.inc` waited
+/// forever on the H200.)
 pub const TILING_D256: WgmmaFlashTiling = WgmmaFlashTiling {
     d: 256,
     bn: 64,
     stages: 2,
-    dense: RegSplit { producer: 48, consumer: 232 },
-    varlen: RegSplit { producer: 32, consumer: 240 },
+    dense: SPLIT_40_232,
+    varlen: RegSplit { producer: 24, consumer: 240 },
 }
 .check();
 

@@ -29,6 +29,11 @@ pub(crate) enum State {
         phase: u32,
         at: Loc,
     },
+    /// In `setmaxnreg.inc` to `want` registers, until the block's pool has them.
+    Regs {
+        want: u32,
+        at: Loc,
+    },
     Done,
 }
 
@@ -294,7 +299,7 @@ impl BlockRunner {
             for t in 0..n {
                 match threads[t].state.get() {
                     State::Ready => block.progress.set(true),
-                    State::Poll { .. } | State::Named { .. } => {}
+                    State::Poll { .. } | State::Named { .. } | State::Regs { .. } => {}
                     _ => continue,
                 }
                 if coros[t].is_none() {
@@ -394,6 +399,13 @@ impl BlockRunner {
                         at.file(),
                         at.line(),
                         block.named.borrow()[id as usize].describe(id, n as u32)
+                    )),
+                    State::Regs { want, at } => Some(format!(
+                        "thread {} at {}:{} waits in setmaxnreg.inc {want}: {}",
+                        d3(t.tid),
+                        at.file(),
+                        at.line(),
+                        block.hopper.describe_regs()
                     )),
                     _ => None,
                 })
@@ -594,7 +606,7 @@ impl BlockRunner {
                 },
                 State::Done => exited = exited.or(Some(i)),
                 State::Warp => in_warp_op = in_warp_op.or(Some(i)),
-                State::Ready | State::Poll { .. } | State::Named { .. } => {
+                State::Ready | State::Poll { .. } | State::Named { .. } | State::Regs { .. } => {
                     unreachable!("the scheduler runs every ready thread and reports stuck pollers before this")
                 }
             }

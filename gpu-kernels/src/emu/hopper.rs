@@ -45,7 +45,7 @@ use super::{FaultKind, Loc};
 use crate::device::hopper::{Swizzle, TmaDesc, swizzle_addr};
 use crate::device::mma::MmaKind;
 use core::panic::Location;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 /// Warpgroups a block can hold (1024 threads / 128).
@@ -91,6 +91,8 @@ struct ThreadState {
     seen: HashMap<u32, u32>,
     /// setmaxnreg instructions executed.
     maxnreg: u32,
+    /// Registers per thread this thread holds (its warpgroup's `setmaxnreg` count).
+    regs: u32,
     /// `cp.async.bulk.commit_group`s executed: a bulk op issued now joins group `bulk_commits + 1`.
     bulk_commits: u32,
 }
@@ -109,6 +111,10 @@ pub(crate) struct HopperState {
     /// Per (warpgroup, setmaxnreg number): the first thread's call and how many of the
     /// warpgroup's threads executed it.
     maxnreg_ops: RefCell<HashMap<(usize, u32), MaxnregOp>>,
+    /// Registers per thread at launch, and the block's pool of registers no thread holds
+    /// (`setmaxnreg.dec` gives to it, `.inc` takes from it).
+    entry_regs: u32,
+    free_regs: Cell<u32>,
 }
 
 /// What the ISA requires to be uniform across a warpgroup's threads for one wgmma.
@@ -141,14 +147,36 @@ struct IssuedOp {
 impl HopperState {
     pub fn new(threads: usize, shared_bytes: u32) -> Self {
         let chunks = shared_bytes.div_ceil(16) as usize;
+        // Kernels that move registers between warpgroups are built for one block per SM
+        // (`.minnctapersm 1`), so each thread starts with the register file's share of one
+        // block this size: 65536 / threads, rounded down to ptxas's unit of 8, at most 256
+        // (tests/ptxas.rs checks that ptxas gives the library's kernels exactly that).
+        let entry_regs = ((65536 / threads.max(1) as u32) / 8 * 8).min(256);
         HopperState {
             bars: RefCell::new(HashMap::new()),
-            threads: RefCell::new(vec![ThreadState::default(); threads]),
+            threads: RefCell::new(vec![ThreadState { regs: entry_regs, ..ThreadState::default() }; threads]),
             tma_token: RefCell::new(vec![None; chunks]),
             last_read: RefCell::new(vec![None; chunks]),
             issued_ops: RefCell::new(HashMap::new()),
             maxnreg_ops: RefCell::new(HashMap::new()),
+            entry_regs,
+            free_regs: Cell::new(0),
         }
+    }
+
+    /// For the deadlock report of a thread stuck in `setmaxnreg.inc`: the block's registers.
+    pub fn describe_regs(&self) -> String {
+        let threads = self.threads.borrow();
+        let held: u32 = threads.iter().map(|t| t.regs).sum();
+        let mut counts: Vec<u32> = threads.iter().map(|t| t.regs).collect();
+        counts.dedup();
+        format!(
+            "the block got {} x {} = {} registers at launch, its threads hold {held} (per thread, in order: {counts:?}) and {} are free; .inc waits until other warpgroups' .dec free enough, so a split whose total exceeds the launch-time registers waits forever",
+            self.entry_regs,
+            threads.len(),
+            self.entry_regs as usize * threads.len(),
+            self.free_regs.get()
+        )
     }
 
     /// For the deadlock report: what the barrier a thread polls still lacks.
@@ -414,8 +442,9 @@ fn tma_load(dst: u32, map: u64, c: [i32; 3], rank: u32, bar: u32, at: Loc) {
 
 /// `setmaxnreg`: the count must be a multiple of 8 in 24..=256 and the same, with the same
 /// direction, in all 128 threads of the warpgroup (`.sync.aligned`); the warp executes it
-/// converged. Register counts themselves are not modelled (the tiling's const check keeps
-/// the block's total within the register file).
+/// converged. Registers are counted per thread against the block's pool, as on the GPU:
+/// `.dec` returns registers to it, `.inc` waits until the pool has them, so a split beyond
+/// the block's launch-time registers is reported as a deadlock where the GPU would hang.
 #[track_caller]
 fn setmaxnreg(inc: bool, regs: u32) {
     let at = Location::caller();
@@ -448,6 +477,23 @@ fn setmaxnreg(inc: bool, regs: u32) {
     e.seen += 1;
     if e.seen == 128 {
         ops.remove(&(wg, n));
+    }
+    drop(ops);
+    // `.inc` only takes and `.dec` only gives: one that would move the count the other way
+    // (a kernel whose count at launch is not the one assumed above) leaves it as it is.
+    let held = block.hopper.threads.borrow()[t.linear as usize].regs;
+    let (want, give) = if inc { (regs.saturating_sub(held), 0) } else { (0, held.saturating_sub(regs)) };
+    let pool = &block.hopper.free_regs;
+    loop {
+        if pool.get() >= want {
+            pool.set(pool.get() - want + give);
+            block.hopper.threads.borrow_mut()[t.linear as usize].regs = held + want - give;
+            block.progress.set(true);
+            t.state.set(State::Ready);
+            return;
+        }
+        t.state.set(State::Regs { want: regs, at });
+        t.suspend();
     }
 }
 
@@ -877,18 +923,19 @@ mod tests {
         name: &'static str,
         body: fn(u32),
         mode: u32,
+        threads: u32,
     ) -> Result<super::super::LaunchStats, super::super::EmuError> {
         let def = crate::KernelDef { name, body };
         let cfg = super::super::LaunchConfig {
             grid: crate::Dim3::x(1),
-            block: crate::Dim3::x(128),
+            block: crate::Dim3::x(threads),
             shared_bytes: HANDOVER_BAR + 8,
         };
         super::super::launch(&def, &cfg, mode)
     }
 
     fn run_handover(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
-        run_block("handover", handover, mode)
+        run_block("handover", handover, mode, 128)
     }
 
     /// Plain shared stores by warp 1 read by warp 2 after a hand-over that is not a block
@@ -957,7 +1004,7 @@ mod tests {
     }
 
     fn run_plain(mode: u32) -> Result<super::super::LaunchStats, super::super::EmuError> {
-        run_block("plain_handover", plain_handover, mode)
+        run_block("plain_handover", plain_handover, mode, 128)
     }
 
     /// The race detector orders plain shared accesses by named barriers and mbarriers too,
@@ -974,6 +1021,42 @@ mod tests {
             let msg = run_plain(mode).expect_err("a broken hand-over must be rejected").to_string();
             assert!(msg.contains("race") && msg.contains("hopper.rs"), "mode {mode}: {msg}");
         }
+    }
+
+    /// A producer warpgroup gives registers to two consumer warpgroups (384 threads, 168
+    /// registers each at launch): the modes of [`register_split`]. 40 / 232 is the
+    /// launch-time 64512 registers exactly.
+    const SPLIT_FITS: u32 = 0;
+    /// 48 / 232: 65536 registers, the whole file but more than the block got at launch.
+    const SPLIT_OVER: u32 = 1;
+    /// 40 / 232 with the producer as the last warpgroup: the consumers' `.inc` runs first
+    /// and waits for its `.dec`.
+    const SPLIT_FITS_PRODUCER_LAST: u32 = 2;
+
+    fn register_split(mode: u32) {
+        use crate::device::hopper::{setmaxnreg_dec, setmaxnreg_inc};
+        use crate::device::thread::thread_idx_x;
+        let producer = if mode == SPLIT_FITS_PRODUCER_LAST { 2 } else { 0 };
+        if thread_idx_x() / 128 == producer {
+            setmaxnreg_dec(if mode == SPLIT_OVER { 48 } else { 40 });
+        } else {
+            setmaxnreg_inc(232);
+        }
+    }
+
+    /// `setmaxnreg.inc` takes registers from the block's pool, which holds what the block got
+    /// at launch: a split within it runs in either order, one beyond it is a deadlock (the
+    /// H200 hung on 48 / 232 at 384 threads).
+    #[test]
+    fn setmaxnreg_beyond_the_launch_time_registers_deadlocks() {
+        for mode in [SPLIT_FITS, SPLIT_FITS_PRODUCER_LAST] {
+            run_block("register_split", register_split, mode, 384)
+                .unwrap_or_else(|e| panic!("mode {mode}: a split that fits was rejected: {e}"));
+        }
+        let msg = run_block("register_split", register_split, SPLIT_OVER, 384)
+            .expect_err("a split beyond the launch-time registers must be rejected")
+            .to_string();
+        assert!(msg.contains("setmaxnreg.inc 232") && msg.contains("168 x 384 = 64512"), "{msg}");
     }
 
     /// Generic stores reach another thread's wgmma only through the storing thread's fence

@@ -14,7 +14,7 @@
 //! With `producer_regs` set, the producer warpgroup gives registers back with `setmaxnreg.dec`
 //! and the consumers take them with `setmaxnreg.inc` (the build declares one block per SM,
 //! `.minnctapersm 1`, which sets the count at entry to 65536 / threads rounded down to 8;
-//! [`WgmmaTiling::check`] keeps the split within the register file).
+//! [`WgmmaTiling::check`] keeps the split within the registers the block gets at launch).
 //!
 //! # Block order
 //! With `group_m = 0` block (x, y) computes C tile (row y, column x). Otherwise the blocks,
@@ -147,7 +147,12 @@ impl WgmmaTiling {
                 p <= self.entry_regs() && c >= self.entry_regs(),
                 "the producer gives registers, the consumers take them"
             );
-            assert!((p + c * self.consumers) * 128 <= 65536, "the split must fit the 65536-register file");
+            // `setmaxnreg.inc` waits for the block's pool, which holds what the block got at
+            // launch (entry x threads), not the whole register file: past it, a hang.
+            assert!(
+                (p + c * self.consumers) * 128 <= self.entry_regs() * self.threads(),
+                "the split must fit the block's launch-time registers"
+            );
         } else {
             assert!(self.consumer_regs == 0, "consumer_regs without producer_regs");
         }
