@@ -128,7 +128,7 @@ skip=()
 for fam in gemm_tc attention attention_backward paged_decode; do
   case "${result["test $fam"]:-}" in TIMEOUT*) skip+=(--skip "$fam") ;; esac
 done
-step "bench${skip[*]:+ ${skip[*]}}" 300 "$out/bench.txt" "$here/ferrokern" bench --json "$out/bench.json" "${skip[@]}"
+step "bench${skip[*]:+ ${skip[*]}}" 300 "$out/bench.txt" "$here/ferrokern" bench --json bench.json "${skip[@]}"
 run_tests elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input $(ls "$here/tests")
 # compute-sanitizer over the GPU tests, with fewer property cases (it is orders of magnitude
 # slower). memcheck and initcheck: every kernel family; racecheck and synccheck: the families
@@ -174,12 +174,16 @@ else
 fi
 spills=$(awk '$1 ~ /^sm_/ && NF == 6 && ($5 > 0 || $6 > 0) { printf "%s %s (spill %s B, stack %s B); ", $1, $2, $5, $6 }' "$out/info.txt")
 summary+=("info: $(grep -c '^sm_' "$out/info.txt") kernel rows from this machine's ptxas; spills or stack: ${spills:-none}")
+# The device tool brings back only a few files: the step logs travel in one tarball.
+logs=$(ls test-*.log sanitizer-*.log criterion-*.log 2>/dev/null)
+if [ -n "$logs" ] && tar -czf logs.tar.gz $logs; then rm -f $logs; fi
+# The bench table first and the summary last, so a tail of the output shows the summary.
+echo "== bench"
+cat "$out/bench.txt" 2>/dev/null
 echo "== summary ($(date -u +%F), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1), PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED)"
 head -n 1 "$out/info.txt"
 printf '%s\n' "${summary[@]}"
-echo "== bench"
-cat "$out/bench.txt" 2>/dev/null
-echo "== used $(( $(date +%s) - t0 ))s of the ${budget}s budget"
+echo "== used $(( $(date +%s) - t0 ))s of the ${budget}s budget; step logs in logs.tar.gz"
 exit $status
 RUN
 chmod +x "$bundle/run.sh"

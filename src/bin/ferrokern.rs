@@ -765,7 +765,12 @@ fn run_bench(a: BenchArgs) -> ExitCode {
             "driver_cuda_version": format!("{}.{}", dev.driver_version / 1000, (dev.driver_version % 1000) / 10),
             "ptx_arch": dev.ptx_arch,
             "prebuilt_cubin": dev.prebuilt_cubin,
-            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            // The program by its name, not its path (the JSON is committed under results/).
+            "command": std::env::args()
+                .enumerate()
+                .map(|(i, a)| if i == 0 { "ferrokern".to_string() } else { a })
+                .collect::<Vec<_>>()
+                .join(" "),
             "reps": bench::REPS,
             "complete": complete,
             "skipped": a.skip,
