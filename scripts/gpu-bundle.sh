@@ -33,6 +33,8 @@ cp target/release/ferrokern "$stage/"
 target/release/ferrokern cubins "$stage/cubins"
 # The attention baseline (PyTorch) runs from a helper script beside the CLI.
 cp scripts/torch_attention.py "$stage/"
+# Run there when an attention test hangs: which version, head dim and shape.
+cp scripts/verify-sweep.sh "$stage/"
 # tests/cli.rs runs the CLI by its build-machine path; run.sh exercises the CLI directly.
 list_exes test --release --workspace | while read -r name exe; do
   [ "$name" = cli ] || cp "$exe" "$stage/tests/$name"
@@ -128,6 +130,13 @@ skip=()
 for fam in gemm_tc attention attention_backward paged_decode; do
   case "${result["test $fam"]:-}" in TIMEOUT*) skip+=(--skip "$fam") ;; esac
 done
+# A hang names no case; one `verify` per version, head dim and shape does (about a minute).
+case "${result["test attention"]:-} ${result["test attention_backward"]:-}" in
+  *TIMEOUT*)
+    step "verify sweep (attention)" 120 "$out/verify-sweep.txt" "$here/verify-sweep.sh" "$here/ferrokern"
+    summary+=("$(tail -n 1 "$out/verify-sweep.txt")")
+    ;;
+esac
 step "bench${skip[*]:+ ${skip[*]}}" 300 "$out/bench.txt" "$here/ferrokern" bench --json bench.json "${skip[@]}"
 run_tests elementwise reduce softmax cross_entropy norm gemm device_fault concurrency bad_input $(ls "$here/tests")
 # compute-sanitizer over the GPU tests, with fewer property cases (it is orders of magnitude
