@@ -206,9 +206,9 @@ fn hopper_sass_has_hgmma_and_tma() {
         let r = rows.iter().find(|r| r.kernel == k).expect("ptxas reported it");
         if uses_setmaxnreg {
             // setmaxnreg moves registers within what the block got at launch; the tilings'
-            // checks and the emulator take that to be 65536 / threads, rounded down to 8.
+            // checks and the emulator take that count from `launch_regs_per_thread`.
             let threads = ferrokern::gpu_kernels::launch_threads(k).expect("a known block size");
-            let entry = 65536 / threads / 8 * 8;
+            let entry = ferrokern::gpu_kernels::launch_regs_per_thread(threads);
             assert_eq!(
                 r.registers, entry,
                 "{arch} {k}: {} registers at entry; its register split assumes {entry} ({threads} threads)",

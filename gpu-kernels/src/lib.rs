@@ -28,6 +28,16 @@ pub mod emu;
 
 pub use device::{Dim3, Element};
 
+/// Registers per thread of a block of `threads` built for one block per SM (`.maxntid threads`,
+/// `.minnctapersm 1`): the SM's 65536 over the threads, rounded down to ptxas's allocation unit
+/// of 8, at most 256. The block's register pool is this times `threads` (64512 for 384), and
+/// `setmaxnreg` only moves registers within it: the register splits' checks, the emulator's
+/// pool and the ptxas test all take the count from here.
+pub const fn launch_regs_per_thread(threads: u32) -> u32 {
+    let regs = 65536 / threads / 8 * 8;
+    if regs < 256 { regs } else { 256 }
+}
+
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -216,7 +216,7 @@ impl RegSplit {
     pub(super) const fn check(self, threads: u32) {
         let (p, c) = (self.producer, self.consumer);
         assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
-        let entry = 65536 / threads / 8 * 8;
+        let entry = crate::launch_regs_per_thread(threads);
         assert!(p <= entry && c >= entry, "the producer gives registers, the consumers take them");
         // `setmaxnreg.inc` waits until the block's pool has the registers, and the pool is
         // what the block got at launch (entry x threads: 64512 for 384 threads), not the

@@ -149,9 +149,9 @@ impl HopperState {
         let chunks = shared_bytes.div_ceil(16) as usize;
         // Kernels that move registers between warpgroups are built for one block per SM
         // (`.minnctapersm 1`), so each thread starts with the register file's share of one
-        // block this size: 65536 / threads, rounded down to ptxas's unit of 8, at most 256
-        // (tests/ptxas.rs checks that ptxas gives the library's kernels exactly that).
-        let entry_regs = ((65536 / threads.max(1) as u32) / 8 * 8).min(256);
+        // block this size (tests/ptxas.rs checks that ptxas gives the library's kernels exactly
+        // that).
+        let entry_regs = crate::launch_regs_per_thread(threads.max(1) as u32);
         HopperState {
             bars: RefCell::new(HashMap::new()),
             threads: RefCell::new(vec![ThreadState { regs: entry_regs, ..ThreadState::default() }; threads]),

@@ -128,10 +128,9 @@ impl WgmmaTiling {
     pub const fn b_box(self, trans: bool) -> [u32; 2] {
         if trans { [self.bk, self.bn] } else { [64, self.bk] }
     }
-    /// Registers per thread at entry when the build declares one block per SM: 65536 over the
-    /// threads, rounded down to the allocation unit of 8.
+    /// Registers per thread at entry when the build declares one block per SM.
     pub const fn entry_regs(self) -> u32 {
-        65536 / self.threads() / 8 * 8
+        crate::launch_regs_per_thread(self.threads())
     }
     pub const fn uses_setmaxnreg(self) -> bool {
         self.producer_regs != 0
