@@ -58,7 +58,7 @@ pub const MIN_SPLIT_STEPS: usize = 4;
 /// most `sms x BM x BN` f32 (17 MB for v05 on 132 SMs).
 pub fn split_k(config: TcConfig, g: &Gemm, sms: usize) -> usize {
     let TcConfig::Wgmma(t) = config else { return 1 };
-    let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
+    let tiles = tiles(config, g);
     if !t.split_k || g.k == 0 || tiles == 0 || 2 * tiles > sms {
         return 1;
     }
@@ -106,24 +106,42 @@ impl<O: Scalar> Default for Epilogue<'_, O> {
     }
 }
 
-/// The version [`gemm_tc`] runs on `ctx` for `g`: the top rung this device can run (its PTX,
-/// its shared memory per block) and the operands allow (TMA needs 16-byte aligned bases and
-/// row pitches).
+/// The version [`gemm_tc`] runs on `ctx` for `g`: the rung the H200 measured fastest for the
+/// shape's class (results/2026-12-04-h200.json), if this device and the operands allow it
+/// ([`runs_here`]), else the top rung that runs. Measured: `v03_wgmma_256` was fastest on every
+/// square from 2048 up (0.70-0.77 of cuBLAS, 1.2x `v02_wgmma`), `v02_wgmma` at 1024^3, with
+/// M = 1-128 and N = K = 8192, and at 1024x1024x16384 (within 3% of the split-K and persistent
+/// rungs, which were nowhere faster). So: `v03_wgmma_256` when its C tiles fill at least half
+/// of the SMs ([`sm_count`]), `v02_wgmma` (tiles half the size) otherwise.
 pub fn default_version(ctx: &Context, g: &Gemm, a_addr: usize, b_addr: usize) -> &'static TcVersion {
+    let runs = |v: &&TcVersion| runs_here(ctx, v, g, a_addr, b_addr);
+    let big = version(LARGE_SHAPES).expect("a version of the ladder");
+    let preferred =
+        if 2 * tiles(big.config, g) >= sm_count(ctx) { big } else { version(SMALL_SHAPES).expect("a version") };
+    Some(preferred).filter(runs).or_else(|| VERSIONS.iter().rev().find(runs)).unwrap_or(&VERSIONS[0])
+}
+
+/// The rung [`default_version`] prefers when its tiles fill the GPU, and the one otherwise.
+pub const LARGE_SHAPES: &str = "v03_wgmma_256";
+pub const SMALL_SHAPES: &str = "v02_wgmma";
+
+/// C tiles of `g` under `config`'s block tile.
+fn tiles(config: TcConfig, g: &Gemm) -> usize {
+    let (bm, bn) = config.block_tile();
+    g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize)
+}
+
+/// Whether `v` runs on `ctx` with these operands: the device has its PTX arch and its shared
+/// memory per block, and TMA versions get 16-byte aligned bases and row pitches.
+pub fn runs_here(ctx: &Context, v: &TcVersion, g: &Gemm, a_addr: usize, b_addr: usize) -> bool {
     let tma_ok =
         a_addr.is_multiple_of(16) && b_addr.is_multiple_of(16) && g.lda.is_multiple_of(8) && g.ldb.is_multiple_of(8);
-    VERSIONS
-        .iter()
-        .rev()
-        .find(|v| {
-            let arch_ok = match (v.config.required_arch(), ctx.device_info()) {
-                (Some(need), Some(info)) => info.ptx_arch == need,
-                _ => true,
-            };
-            let shared_ok = v.config.shared_bytes() <= ctx.max_shared_bytes();
-            arch_ok && shared_ok && (v.config.tma_boxes(false, false).is_none() || tma_ok)
-        })
-        .unwrap_or(&VERSIONS[0])
+    let arch_ok = match (v.config.required_arch(), ctx.device_info()) {
+        (Some(need), Some(info)) => info.ptx_arch == need,
+        _ => true,
+    };
+    let shared_ok = v.config.shared_bytes() <= ctx.max_shared_bytes();
+    arch_ok && shared_ok && (v.config.tma_boxes(false, false).is_none() || tma_ok)
 }
 
 /// Looks a version up by name (`v01_mma`).
@@ -310,7 +328,7 @@ pub fn gemm_tc_planned<T: TcInput, O: Scalar>(
     };
     let bias = ep.bias.as_ref().map_or(Global::empty(), |b| b.global());
     // Work units: tiles times slices (a persistent grid's blocks walk them).
-    let units = g.m.div_ceil(bm as usize) * g.n.div_ceil(bn as usize) * splits;
+    let units = tiles(cfg, g) * splits;
     if units > u32::MAX as usize {
         return Err(Error::invalid(OP, format!("{units} tiles x slices exceed 2^32: split the problem")));
     }

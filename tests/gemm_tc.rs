@@ -190,17 +190,30 @@ fn launcher_refuses_what_it_cannot_run() {
 }
 
 #[test]
-fn the_launcher_picks_a_version_whose_shared_memory_fits_the_device() {
-    // On the emulator every version runs, so the top rung is the default; on one with sm_86's
-    // 99 KB per block, the highest rung whose shared memory fits.
+fn the_launcher_picks_the_measured_rung_for_the_shape_and_one_that_fits_the_device() {
+    let emu = Context::emulator();
+    let sms = gemm_tc::sm_count(&emu);
+    // v03's C tiles filling half of the (emulated H200's) SMs or more: v03; fewer: v02.
+    let (bm, bn) = gemm_tc::version(gemm_tc::LARGE_SHAPES).unwrap().config.block_tile();
+    let (bm, bn) = (bm as usize, bn as usize);
+    let half = sms.div_ceil(2);
+    let pick = |m: usize, n: usize, k: usize| gemm_tc::default_version(&emu, &Gemm::new(m, n, k), 0, 0).name;
+    assert_eq!(pick(bm * half, bn, 64), gemm_tc::LARGE_SHAPES, "{half} tiles: half of {sms} SMs");
+    assert_eq!(pick(bm * (half - 1), bn, 64), gemm_tc::SMALL_SHAPES, "{} tiles", half - 1);
+    assert_eq!(pick(4096, 4096, 4096), gemm_tc::LARGE_SHAPES);
+    for (m, n, k) in [(1024, 1024, 1024), (128, 8192, 8192), (1, 8192, 8192), (1024, 1024, 16384)] {
+        assert_eq!(pick(m, n, k), gemm_tc::SMALL_SHAPES, "{m}x{n}x{k}");
+    }
+    // Unaligned operands rule out every TMA rung: v01.
+    assert_eq!(gemm_tc::default_version(&emu, &Gemm::new(4096, 4096, 4096), 2, 0).name, VERSIONS[0].name);
+    // On a device with sm_86's 99 KB per block, the highest rung whose shared memory fits.
     let g = Gemm::new(64, 64, 64);
-    let top = gemm_tc::default_version(&Context::emulator(), &g, 0, 0);
-    assert_eq!(top.name, VERSIONS.last().unwrap().name);
     let small = Context::emulator_with_shared_limit(101_376).unwrap();
     let v = gemm_tc::default_version(&small, &g, 0, 0);
     let want = VERSIONS.iter().rev().find(|v| v.config.shared_bytes() <= 101_376).expect("some version fits 99 KB");
     assert_eq!(v.name, want.name, "the highest version that fits");
-    assert!(top.config.shared_bytes() > 101_376, "the premise: the top rung needs more than 99 KB");
+    let preferred = gemm_tc::version(gemm_tc::SMALL_SHAPES).unwrap();
+    assert!(preferred.config.shared_bytes() > 101_376, "the premise: the preferred rung needs more than 99 KB");
     // It runs there and matches the reference.
     let case = GemmCase { gemm: problem(45, 70, 93, 3, 1.0, 0.5), seed: 3, offset: 0 };
     run::<bf16>(&small, v, case);
