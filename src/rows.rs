@@ -75,7 +75,7 @@ pub fn launch_config(strategy: RowStrategy, shape: Rows, elem: usize) -> LaunchC
     let blocks = shape.rows.div_ceil(strategy.rows_per_block() as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32;
     LaunchConfig {
         grid: Dim3::x(blocks),
-        block: Dim3::x(strategy.block_threads()),
+        block: Dim3::x(strategy.launch_threads(shape.cols)),
         shared_bytes: strategy.shared_bytes(shape.cols, elem),
     }
 }

@@ -121,7 +121,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
     let vectorized = p.vectorized != 0;
     let nchunks = rows::chunks(cols, VEC);
     let cache_n = const { cache_chunks(VEC) };
-    let cached = nchunks <= G as usize * cache_n;
+    let cached = nchunks <= rows::group_threads::<G>() * cache_n;
     let shared = !cached && G != crate::device::WARP_SIZE && p.shared != 0;
     let inv_cols = 1.0 / p.cols as f32;
     while row < p.rows as usize {
@@ -137,7 +137,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             });
         } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
-                let c = lane + j * G as usize;
+                let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
                     cache[j] = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
                     for &v in cache[j].iter() {
@@ -151,7 +151,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
                 for v in load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0) {
                     s += v;
                 }
-                c += G as usize;
+                c += rows::group_threads::<G>();
             }
         }
         let mean = if LAYER { group_reduce::<Sum, G>(Sum(s)).0 * inv_cols } else { 0.0 };
@@ -169,7 +169,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             visit_shared::<T, VEC, G>(cols, lane, |c, v| acc(c, &v));
         } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
-                let c = lane + j * G as usize;
+                let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
                     acc(c, &cache[j]);
                 }
@@ -178,7 +178,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             let mut c = lane;
             while c < nchunks {
                 acc(c, &load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
-                c += G as usize;
+                c += rows::group_threads::<G>();
             }
         }
         let var = group_reduce::<Sum, G>(Sum(q)).0 * inv_cols;
@@ -203,7 +203,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             visit_shared::<T, VEC, G>(cols, lane, |c, v| write(c, &v));
         } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
-                let c = lane + j * G as usize;
+                let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
                     write(c, &cache[j]);
                 }
@@ -212,7 +212,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             let mut c = lane;
             while c < nchunks {
                 write(c, &load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
-                c += G as usize;
+                c += rows::group_threads::<G>();
             }
         }
         row += stride;
@@ -234,9 +234,9 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
     let nchunks = rows::chunks(cols, VEC);
     let inv_cols = 1.0 / p.cols as f32;
     // This group's row of the partial buffer.
-    let group = block_idx_x() as usize * (block_dim_x() / G) as usize + thread_idx_x() as usize / G as usize;
+    let group = rows::group_index::<G>();
     let pbase = group * cols * if LAYER { 2 } else { 1 };
-    if nchunks <= G as usize * const { cache_chunks(VEC) } {
+    if nchunks <= rows::group_threads::<G>() * const { cache_chunks(VEC) } {
         backward_cached::<T, VEC, G, LAYER>(&p, row, stride, lane, pbase);
         return;
     }
@@ -255,7 +255,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
         } else {
             zero_chunk::<_, VEC, LAYER>(&partial, cols, c);
         }
-        c += G as usize;
+        c += rows::group_threads::<G>();
     }
     while row < p.rows as usize {
         let base = row * cols;
@@ -265,7 +265,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
         let mut c = lane;
         while c < nchunks {
             add_grad_moments::<T, VEC>(&p, base, 0, cols, c, mean, rstd, (&mut sg, &mut sgx));
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
         let mean_g = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 * inv_cols } else { 0.0 };
         let mean_gx = group_reduce::<Sum, G>(Sum(sgx)).0 * inv_cols;
@@ -286,7 +286,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
                 add_chunk::<_, VEC, LAYER>(&partial, cols, c, &dy, &xhat);
             }
             store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
         row += stride;
     }
@@ -294,7 +294,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p
         let mut c = lane;
         while c < nchunks {
             copy_chunk::<VEC, LAYER>(&sums, &partial, cols, c);
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
     }
 }
@@ -410,7 +410,7 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LAYER: bool
         let rstd = p.rstd.load(row);
         let (mut sg, mut sgx) = (0.0f32, 0.0f32);
         crate::for_each_cached_chunk!(j < cache_n => {
-            let c = lane + j * G as usize;
+            let c = lane + j * rows::group_threads::<G>();
             if c < nchunks {
                 add_grad_moments::<T, VEC>(p, base, 0, cols, c, mean, rstd, (&mut sg, &mut sgx));
             }
@@ -479,7 +479,7 @@ fn dx_cached_chunks<T: Element, const VEC: usize, const G: u32, const LAYER: boo
     let nchunks = rows::chunks(len, VEC);
     let cache_n = const { cache_chunks(VEC) };
     crate::for_each_cached_chunk!(j < cache_n => {
-        let c = lane + j * G as usize;
+        let c = lane + j * rows::group_threads::<G>();
         if c < nchunks {
             let x = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
             let dy = load_chunk::<T, VEC>(&p.dy, base, len, c, vectorized, 0.0);
@@ -513,7 +513,7 @@ fn store_cached_sums<const VEC: usize, const G: u32, const LAYER: bool>(
     let nchunks = rows::chunks(len, VEC);
     let cache_n = const { cache_chunks(VEC) };
     crate::for_each_cached_chunk!(j < cache_n => {
-        let c = lane + j * G as usize;
+        let c = lane + j * rows::group_threads::<G>();
         for k in 0..VEC {
             let col = c * VEC + k;
             if c < nchunks && col < len {
@@ -542,7 +542,7 @@ pub fn split_stats<T: Element, const VEC: usize, const LAYER: bool>(p: NormParam
     let mut cache = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
     let mut s = 0.0f32;
     crate::for_each_cached_chunk!(j < cache_n => {
-        let c = lane + j * G as usize;
+        let c = lane + j * rows::group_threads::<G>();
         if c < nchunks {
             cache[j] = load_chunk::<T, VEC>(&p.x, base, len, c, vectorized, 0.0);
             for &v in cache[j].iter() {
@@ -553,7 +553,7 @@ pub fn split_stats<T: Element, const VEC: usize, const LAYER: bool>(p: NormParam
     let mean = if LAYER { group_reduce::<Sum, G>(Sum(s)).0 / len as f32 } else { 0.0 };
     let mut q = 0.0f32;
     crate::for_each_cached_chunk!(j < cache_n => {
-        let c = lane + j * G as usize;
+        let c = lane + j * rows::group_threads::<G>();
         if c < nchunks {
             for (k, &x) in cache[j].iter().enumerate() {
                 if c * VEC + k < len {
@@ -637,7 +637,7 @@ pub fn split_backward_stats<T: Element, const VEC: usize, const LAYER: bool>(p: 
     let mut c = lane;
     while c < rows::chunks(len, VEC) {
         add_grad_moments::<T, VEC>(&p, base, start, len, c, mean, rstd, (&mut sg, &mut sgx));
-        c += G as usize;
+        c += rows::group_threads::<G>();
     }
     let sg = if LAYER { group_reduce::<Sum, G>(Sum(sg)).0 } else { 0.0 };
     let sgx = group_reduce::<Sum, G>(Sum(sgx)).0;
@@ -706,7 +706,7 @@ pub const COLUMN_SUM_THREADS: u32 = 256;
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_ROW_THREADS;
+const B: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     LAYERNORM_F32_WARP = layernorm_f32_warp(NormParams<f32>) => forward::<f32, 4, W, true>;

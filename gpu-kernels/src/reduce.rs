@@ -37,6 +37,12 @@ pub struct ReduceParams<T> {
 pub trait RowReduction {
     type State: Reduce;
     fn element(v: f32, index: u32) -> Self::State;
+    /// `s` with element `v` at `index` added, where `index` is above every index in `s` (each
+    /// thread scans its elements in index order).
+    #[inline(always)]
+    fn push(s: Self::State, v: f32, index: u32) -> Self::State {
+        s.combine(Self::element(v, index))
+    }
     fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: Self::State);
 }
 
@@ -74,6 +80,16 @@ impl RowReduction for ArgMaxOp {
     fn element(v: f32, index: u32) -> ArgMax {
         ArgMax { value: v, index }
     }
+    /// The element's index is the larger, so it wins only over an empty state, or by being
+    /// greater or NaN where `s` is not NaN: two compares instead of `combine`'s index ties and
+    /// NaN cases, on every element (argmax ran at 0.37 of a copy where sum ran at 0.87, H200,
+    /// 2026-12-04).
+    #[inline(always)]
+    fn push(s: ArgMax, v: f32, index: u32) -> ArgMax {
+        #[allow(clippy::neg_cmp_op_on_partial_ord)] // `!(v <= m)`: greater, or NaN
+        let wins = s.index == u32::MAX || (!s.value.is_nan() && !(v <= s.value));
+        if wins { ArgMax { value: v, index } } else { s }
+    }
     #[inline(always)]
     fn store<T: Element>(p: &ReduceParams<T>, row: usize, s: ArgMax) {
         p.argmax.store(row, s.index)
@@ -95,10 +111,10 @@ pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: Redu
             let v = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
             for (k, &x) in v.iter().enumerate() {
                 if c * VEC + k < cols {
-                    acc = acc.combine(Op::element(x, (c * VEC + k) as u32));
+                    acc = Op::push(acc, x, (c * VEC + k) as u32);
                 }
             }
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
         let total = group_reduce::<Op::State, G>(acc);
         if lane == 0 {
@@ -122,7 +138,7 @@ pub fn split_partial<Op: RowReduction, T: Element, const VEC: usize>(p: ReducePa
         let v = load_chunk::<T, VEC>(&p.x, row * cols + start, len, c, vectorized, 0.0);
         for (k, &x) in v.iter().enumerate() {
             if c * VEC + k < len {
-                acc = acc.combine(Op::element(x, (start + c * VEC + k) as u32));
+                acc = Op::push(acc, x, (start + c * VEC + k) as u32);
             }
         }
         c += BLOCK_ROW_THREADS as usize;
@@ -163,7 +179,7 @@ pub fn split_final<Op: RowReduction, T: Element>(p: ReduceParams<T>) {
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_ROW_THREADS;
+const B: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     SUM_F32_WARP = sum_f32_warp(ReduceParams<f32>) => run::<SumOp, f32, 4, W>;
@@ -202,4 +218,33 @@ crate::kernels! {
     ARGMAX_F32_SPLIT_FINAL = argmax_f32_split_final(ReduceParams<f32>) => split_final::<ArgMaxOp, f32>;
     ARGMAX_F16_SPLIT_FINAL = argmax_f16_split_final(ReduceParams<F16>) => split_final::<ArgMaxOp, F16>;
     ARGMAX_BF16_SPLIT_FINAL = argmax_bf16_split_final(ReduceParams<Bf16>) => split_final::<ArgMaxOp, Bf16>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ArgMaxOp, RowReduction};
+    use crate::device::reduce::{ArgMax, Reduce};
+
+    /// `push` over a scan in index order gives what folding `combine` gives, on rows built
+    /// from values that tie, NaN, infinities and signed zeros: every sequence of length 0..=5.
+    #[test]
+    fn argmax_push_agrees_with_combine() {
+        let values = [f32::NEG_INFINITY, -1.0, -0.0, 0.0, 2.0, f32::INFINITY, f32::NAN];
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for len in 0..=5u32 {
+            for code in 0..values.len().pow(len) {
+                let digits = (0..len as usize).map(|d| code / values.len().pow(d as u32) % values.len());
+                rows.push(digits.map(|i| values[i]).collect());
+            }
+        }
+        let mut checked = 0;
+        for row in &rows {
+            let pushed = row.iter().enumerate().fold(ArgMax::identity(), |s, (i, &v)| ArgMaxOp::push(s, v, i as u32));
+            let combined =
+                row.iter().enumerate().fold(ArgMax::identity(), |s, (i, &v)| s.combine(ArgMaxOp::element(v, i as u32)));
+            assert_eq!(pushed.index, combined.index, "{row:?}");
+            checked += 1;
+        }
+        assert_eq!(checked, (0..=5).map(|l| 7usize.pow(l)).sum::<usize>());
+    }
 }

@@ -3,8 +3,8 @@
 //!
 //! # Thread mapping
 //! A row is owned by a *group* of `G` threads: a warp (`G = 32`, [`WARP_BLOCK_THREADS`] / 32
-//! rows per block) for short rows, or a whole block (`G =` [`BLOCK_ROW_THREADS`], one row per
-//! block) for long ones. Groups walk rows with a grid-stride loop, so any row count works and
+//! rows per block) for short rows, or a whole block (`G =` [`BLOCK_GROUP`], one row per block,
+//! [`block_row_threads`] threads: up to [`BLOCK_ROW_THREADS`]) for long ones. Groups walk rows with a grid-stride loop, so any row count works and
 //! the loop is uniform across the group (barriers and full-mask shuffles stay legal).
 //! Inside a row, thread `lane` of the group owns chunks `lane, lane + G, lane + 2G, ...`; a
 //! chunk is `VEC` consecutive elements (16 bytes: 4 f32 or 8 f16/bf16). Adjacent threads own
@@ -13,7 +13,9 @@
 //! # Caching
 //! Ops that read a row more than once (softmax, cross_entropy, the forward norms) keep up to
 //! [`CACHE_VALUES`] values per thread in registers, so rows up to `G * CACHE_VALUES` columns
-//! ([`RowStrategy::capacity`]: 512 for a warp, 8192 for a block) are read from memory once.
+//! ([`RowStrategy::capacity`]: 512 for a warp, 8192 for a block of 512) are read from memory
+//! once. A block gets the fewest threads that cache its row ([`block_row_threads`]: 256 for
+//! 4096 columns), so that more rows are in flight per SM (below).
 //! Longer rows are cached in dynamic shared memory by the [`RowStrategy::Shared`] strategy
 //! while they fit ([`SHARED_ROW_MAX_BYTES`], Hopper's 227 KB per block with the opt-in above
 //! 48 KB: 58016 f32 or 116032 f16/bf16 columns); each thread caches exactly the chunks it
@@ -43,19 +45,21 @@
 //! streaming and split move the same bytes (or split fewer: layernorm), so split takes every
 //! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions.
 //!
-//! # Occupancy of the shared strategy
-//! A block caching `b` bytes of row uses `b + 384` bytes of shared memory. An SM has 228 KB,
-//! so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread block per
-//! SM (16 warps, 25% occupancy), shorter ones two. The shared path lives in the block kernels,
-//! whose registers already allow only one 512-thread block per SM: ptxas gives the softmax,
-//! cross_entropy and forward norm block kernels 64-96 registers per thread on sm_90 (94-118 on
-//! sm_80), over the 64 that two blocks would need. So caching the row costs no occupancy the
-//! register-cached block path does not already give up, and one block per SM suffices for a
-//! streaming op: the fill loop keeps four 16-byte loads in flight per thread, 32 KB per SM,
-//! about what an SM needs in flight for its share of HBM bandwidth (4.8 TB/s / 132 SMs x
-//! ~0.8 us latency ~ 30 KB). Saving a full re-read of the row (a third of softmax's traffic,
-//! half of layernorm's) is the right trade for a bandwidth-bound op. These are estimates: no
-//! GPU measured them yet.
+//! # Occupancy
+//! The block kernels' registers (ptxas 12.9, sm_90a: 26-27 for sum and max, 69-84 for softmax,
+//! log_softmax and the forward norms) decide how many blocks share an SM. At 512 threads and
+//! 76 registers a block takes 40960 of the SM's 65536 registers: one row of 16 KB (4096 f32)
+//! in flight per SM, and the H200 measured softmax at 0.33 of a copy's bandwidth there
+//! (2026-12-04), sum (26 registers, four blocks) at 0.87. About 30-40 KB must be in flight
+//! per SM to cover HBM's latency (4.8 TB/s / 132 SMs x ~1 us). So a register-cached row gets
+//! the fewest threads that hold it, each caching [`CACHE_VALUES`]: 256 threads at 4096
+//! columns fit three blocks (48 KB of loads in flight) at 76 registers, two at 84.
+//!
+//! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
+//! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
+//! block per SM, shorter ones two (registers allow one). Caching the row saves a full re-read
+//! (a third of softmax's traffic, half of layernorm's); the fill loop keeps four 16-byte loads
+//! in flight per thread, 32 KB per 512-thread block.
 //!
 //! # Safety
 //! Launchers guarantee `rows * cols` elements in every row-shaped view, `rows` elements in
@@ -115,6 +119,26 @@ pub const fn shared_launch_bytes(cols: usize, elem: usize) -> usize {
     SHARED_ROW_OFFSET as usize + shared_row_bytes(cols, elem)
 }
 
+/// Fewest threads of a block-per-row launch.
+pub const MIN_BLOCK_ROW_THREADS: u32 = 64;
+
+/// Threads of a block-strategy launch over rows of `cols` elements: the fewest (a power of two,
+/// [`MIN_BLOCK_ROW_THREADS`] to [`BLOCK_ROW_THREADS`]) whose registers cache the row
+/// ([`CACHE_VALUES`] each), [`BLOCK_ROW_THREADS`] for rows past the cache. The registers per
+/// thread are the kernel's whatever the block size, so smaller blocks put more rows in
+/// flight per SM: at 4096 columns, 256 threads of the softmax kernel (76 registers) fit
+/// three blocks on an SM where 512 fit one (see "Occupancy" above).
+pub const fn block_row_threads(cols: usize) -> u32 {
+    let t = cols.div_ceil(CACHE_VALUES).next_power_of_two();
+    if t < MIN_BLOCK_ROW_THREADS as usize {
+        MIN_BLOCK_ROW_THREADS
+    } else if t > BLOCK_ROW_THREADS as usize {
+        BLOCK_ROW_THREADS
+    } else {
+        t as u32
+    }
+}
+
 /// Elements of one row that one block handles in the split strategy.
 pub const SPLIT_SEGMENT: u32 = BLOCK_ROW_THREADS * CACHE_VALUES as u32;
 /// The split strategy is chosen for rows longer than this...
@@ -156,6 +180,15 @@ impl RowStrategy {
             RowStrategy::Block | RowStrategy::Shared | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
+    /// Threads per block of a launch over rows of `cols` elements: the block strategy's
+    /// [`block_row_threads`], the others' [`RowStrategy::block_threads`].
+    pub const fn launch_threads(self, cols: usize) -> u32 {
+        match self {
+            RowStrategy::Block => block_row_threads(cols),
+            _ => self.block_threads(),
+        }
+    }
+    /// Rows one block handles at a time (1 for every block-per-row strategy).
     pub const fn rows_per_block(self) -> u32 {
         self.block_threads() / self.group()
     }
@@ -261,10 +294,30 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
 }
 
+/// The `G` of the block-per-row kernels: the row's group is the whole block, of whatever size
+/// the launcher gives it ([`RowStrategy::launch_threads`]).
+pub const BLOCK_GROUP: u32 = 0;
+
+/// Threads in the row's group: `G`, or the block's size for [`BLOCK_GROUP`].
+#[inline(always)]
+pub fn group_threads<const G: u32>() -> usize {
+    if G == BLOCK_GROUP { block_dim_x() as usize } else { G as usize }
+}
+
+/// The index of this thread's group in the grid.
+#[inline(always)]
+pub fn group_index<const G: u32>() -> usize {
+    let g = group_threads::<G>();
+    block_idx_x() as usize * (block_dim_x() as usize / g) + thread_idx_x() as usize / g
+}
+
 /// This thread's first row, the row stride, and its lane in the row's group.
 #[inline(always)]
 pub fn assign<const G: u32>() -> (usize, usize, u32) {
     let tid = thread_idx_x();
+    if G == BLOCK_GROUP {
+        return (block_idx_x() as usize, grid_dim_x() as usize, tid);
+    }
     let rows_per_block = (block_dim_x() / G) as usize;
     let first = block_idx_x() as usize * rows_per_block + (tid / G) as usize;
     (first, grid_dim_x() as usize * rows_per_block, tid % G)
@@ -418,13 +471,13 @@ pub fn fill_shared<T: Element, const VEC: usize, const G: u32>(
     while c0 < nchunks {
         let mut raw = [[fill_t; VEC]; MAX_CACHE_CHUNKS];
         crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-            let c = c0 + j * G as usize;
+            let c = c0 + j * group_threads::<G>();
             if c < nchunks {
                 raw[j] = load_raw_chunk::<T, VEC>(x, base, cols, c, vectorized, fill_t);
             }
         });
         crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-            let c = c0 + j * G as usize;
+            let c = c0 + j * group_threads::<G>();
             if c < nchunks {
                 cache.store_chunk::<T, VEC>(c as u32, raw[j]);
                 let mut v = [0.0f32; VEC];
@@ -434,7 +487,7 @@ pub fn fill_shared<T: Element, const VEC: usize, const G: u32>(
                 f(c, v);
             }
         });
-        c0 += MAX_CACHE_CHUNKS * G as usize;
+        c0 += MAX_CACHE_CHUNKS * group_threads::<G>();
     }
 }
 
@@ -457,6 +510,32 @@ pub fn visit_shared<T: Element, const VEC: usize, const G: u32>(
             v[k] = raw[k].to_f32();
         }
         f(c, v);
-        c += G as usize;
+        c += group_threads::<G>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block strategy's threads: a power of two from 64 to 512 whose registers hold the row,
+    /// the fewest such, and 512 for rows past the cache.
+    #[test]
+    fn block_rows_get_the_fewest_threads_that_cache_them() {
+        for (cols, want) in
+            [(1, 64), (513, 64), (1024, 64), (1025, 128), (4096, 256), (4097, 512), (8192, 512), (1 << 20, 512)]
+        {
+            assert_eq!(block_row_threads(cols), want, "{cols} columns");
+        }
+        for cols in 1..=RowStrategy::Block.capacity() {
+            let t = block_row_threads(cols) as usize;
+            assert!(t.is_power_of_two() && t * CACHE_VALUES >= cols, "{cols} columns: {t} threads");
+            assert!(
+                t == MIN_BLOCK_ROW_THREADS as usize || (t / 2) * CACHE_VALUES < cols,
+                "{cols}: {t} is not the fewest"
+            );
+        }
+        assert_eq!(RowStrategy::Shared.launch_threads(4096), BLOCK_ROW_THREADS);
+        assert_eq!(RowStrategy::Warp.launch_threads(100), WARP_BLOCK_THREADS);
     }
 }

@@ -92,7 +92,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
     ) -> (Self, f32, f32) {
         let nchunks = rows::chunks(cols, VEC);
         let cache_n = const { cache_chunks(VEC) };
-        let keep = if nchunks <= G as usize * cache_n {
+        let keep = if nchunks <= rows::group_threads::<G>() * cache_n {
             Keep::Registers
         } else if G != crate::device::WARP_SIZE && shared {
             Keep::Shared
@@ -131,7 +131,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         } else if keep == Keep::Registers {
             let mut m = f32::NEG_INFINITY;
             crate::for_each_cached_chunk!(j < cache_n => {
-                let c = lane + j * G as usize;
+                let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
                     pass.cache[j] = load_chunk::<T, VEC>(x, base, cols, c, vectorized, f32::NEG_INFINITY);
                     for &v in pass.cache[j].iter() {
@@ -166,7 +166,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
                     }
                 }
                 st = st.combine(SoftmaxStats { m: cm, s: cs });
-                c += G as usize;
+                c += rows::group_threads::<G>();
             }
             let st = group_reduce::<SoftmaxStats, G>(st);
             (pass, st.m, st.s)
@@ -183,7 +183,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         } else if self.keep == Keep::Registers {
             let cache_n = const { cache_chunks(VEC) };
             crate::for_each_cached_chunk!(j < cache_n => {
-                let c = self.lane + j * G as usize;
+                let c = self.lane + j * rows::group_threads::<G>();
                 if c < self.nchunks {
                     f(c, self.cache[j]);
                 }
@@ -192,7 +192,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             let mut c = self.lane;
             while c < self.nchunks {
                 f(c, load_chunk::<T, VEC>(x, self.base, self.cols, c, self.vectorized, f32::NEG_INFINITY));
-                c += G as usize;
+                c += rows::group_threads::<G>();
             }
         }
     }
@@ -414,7 +414,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: 
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
     let nchunks = rows::chunks(cols, VEC);
-    if nchunks <= G as usize * const { cache_chunks(VEC) } {
+    if nchunks <= rows::group_threads::<G>() * const { cache_chunks(VEC) } {
         backward_cached::<T, VEC, G, LOG>(&p, row, stride, lane as usize);
         return;
     }
@@ -434,7 +434,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: 
                     s = math::fma(dy[k], y[k], s);
                 }
             }
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
         let s = group_reduce::<Sum, G>(Sum(s)).0;
         let mut c = lane as usize;
@@ -446,7 +446,7 @@ pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: 
                 dx[k] = if LOG { dy[k] - math::exp_approx(y[k]) * s } else { y[k] * (dy[k] - s) };
             }
             store_chunk::<T, VEC>(&p.dx, base, cols, c, vectorized, dx);
-            c += G as usize;
+            c += rows::group_threads::<G>();
         }
         row += stride;
     }
@@ -471,7 +471,7 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LOG: bool>(
         let mut dy = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
         let mut s = 0.0f32;
         crate::for_each_cached_chunk!(j < cache_n => {
-            let c = lane + j * G as usize;
+            let c = lane + j * rows::group_threads::<G>();
             if c < nchunks {
                 dy[j] = load_chunk::<T, VEC>(&p.dy, base, cols, c, vectorized, 0.0);
                 y[j] = load_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, 0.0);
@@ -482,7 +482,7 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LOG: bool>(
         });
         let s = group_reduce::<Sum, G>(Sum(s)).0;
         crate::for_each_cached_chunk!(j < cache_n => {
-            let c = lane + j * G as usize;
+            let c = lane + j * rows::group_threads::<G>();
             if c < nchunks {
                 let mut dx = [0.0f32; VEC];
                 for k in 0..VEC {
@@ -499,7 +499,7 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LOG: bool>(
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_ROW_THREADS;
+const B: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     SOFTMAX_F32_WARP = softmax_f32_warp(SoftmaxParams<f32>) => run::<f32, 4, W, false>;
