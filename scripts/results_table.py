@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates the README's results section from the newest results/*.json (written by
-`ferrokern bench --json` on a GPU run). Tables are generated, never typed.
+"""Regenerates the README's results section from results/*.json (written by `ferrokern bench
+--json` on a GPU run), each section from the newest run that measured it. Tables are generated, never typed.
 Usage: scripts/results_table.py [--check]   (--check: exit 1 if the README is stale)"""
 import glob
 import json
@@ -16,17 +16,35 @@ def render():
     if not files:
         return ("No GPU run has been recorded yet: every number here will come from a "
                 "`ferrokern bench --json` run on a GPU, committed under `results/`.\n")
-    path = files[-1]
-    doc = json.load(open(path))
-    out = [f"From `{os.path.relpath(path, ROOT)}`: {doc['gpu']} (sm_{doc['compute_capability'].replace('.', '')}), "
-           f"driver CUDA {doc['driver_cuda_version']}, {doc['date']}, command `{doc['command']}`. "
-           f"Median of {doc['reps']} runs; ratio = kernel throughput / baseline throughput measured in the same run."
-           + (" This run was cut short: only the sections below were measured." if doc.get("complete") is False else "")
-           + (f" Sections left out (`--skip`, their tests hung): {', '.join(doc['skipped'])}." if doc.get("skipped") else "")
-           + "\n",
-           "| family | op | version | shape | dtype | median ms | GB/s | baseline | ratio |",
-           "|---|---|---|---|---|---:|---:|---|---:|"]
-    for m in doc["measurements"]:
+    docs = [(path, json.load(open(path))) for path in files]
+    # Each section from the newest run that measured it (a later run may time only some).
+    sections = {}
+    for path, doc in docs:
+        for fam in sorted({m["family"] for m in doc.get("measurements") or []}):
+            sections[fam] = (path, doc, [m for m in doc["measurements"] if m["family"] == fam])
+        for key in ("gemm", "gemm_tc", "paged_decode", "attention", "attention_backward"):
+            if doc.get(key):
+                sections[key] = (path, doc, doc[key])
+    sources = {}
+    for name, (path, doc, _) in sections.items():
+        sources.setdefault(path, (doc, []))[1].append(name)
+    out = []
+    for path, (doc, names) in sorted(sources.items()):
+        out.append(f"From `{os.path.relpath(path, ROOT)}` ({', '.join(names)}): {doc['gpu']} "
+                   f"(sm_{doc['compute_capability'].replace('.', '')}), driver CUDA {doc['driver_cuda_version']}, "
+                   f"{doc['date']}, command `{doc['command']}`"
+                   + (", cut short by its time limit" if doc.get("complete") is False else "")
+                   + (f", sections left out (`--skip`): {', '.join(doc['skipped'])}" if doc.get("skipped") else "")
+                   + ".\n")
+    out.append("Median of each run's reps; ratio = kernel throughput / baseline throughput measured in the same "
+               "run.\n")
+    doc = {k: v[2] for k, v in sections.items()}
+    measured = [m for fam in ("elementwise", "rows") for m in doc.get(fam, [])]
+    measured += [m for fam, ms in doc.items() if fam not in ("elementwise", "rows", "gemm", "gemm_tc",
+                 "paged_decode", "attention", "attention_backward") for m in ms]
+    out += ["| family | op | version | shape | dtype | median ms | GB/s | baseline | ratio |",
+            "|---|---|---|---|---|---:|---:|---|---:|"]
+    for m in measured:
         out.append(f"| {m['family']} | {m['op']} | {m['version']} | {m['shape']} | {m['dtype']} | "
                    f"{m['median_ms']:.4f} | {m['gbps']:.1f} | {m['baseline']} | {m['ratio']:.3f} |")
     gemm = doc.get("gemm") or []
