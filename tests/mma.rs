@@ -153,7 +153,12 @@ fn ldmatrix_every_form_matches_isa_distribution() {
 }
 
 fn run_cp_async(ctx: &Context, mode: u32) -> Result<Vec<u32>, Error> {
-    let words: Vec<u32> = (0..128).map(|i| 0x1000_0000 + i * 3).collect();
+    run_cp_async_from(ctx, mode, 128)
+}
+
+/// As [`run_cp_async`] with an input of `len` words (the probe copies 128).
+fn run_cp_async_from(ctx: &Context, mode: u32, len: u32) -> Result<Vec<u32>, Error> {
+    let words: Vec<u32> = (0..len).map(|i| 0x1000_0000 + i * 3).collect();
     let input = ctx.upload(&words)?;
     let mut out = ctx.upload(&vec![0u32; 128])?;
     let p = probe::RawParams { input: input.as_view().global(), out: out.as_view_mut().global_mut(), mode, _pad: 0 };
@@ -189,6 +194,24 @@ fn emulator_rejects_read_before_cp_async_wait() {
         Err(other) => panic!("expected an emulator error, got {other}"),
         Ok(_) => panic!("the emulator accepted a read before cp.async.wait_group"),
     }
+}
+
+/// Mode 2's last lane copies 8 bytes (words 124-125) of its 16-byte chunk: inside a
+/// 126-word input, yet compute-sanitizer counts the whole 16 bytes and aborts the kernel, so
+/// the emulator refuses it too; a partial copy must end inside the buffer.
+#[test]
+fn emulator_rejects_a_partial_cp_async_whose_chunk_leaves_the_buffer() {
+    match run_cp_async_from(&Context::emulator(), 2, 126) {
+        Err(Error::Emulator(e)) => {
+            println!("caught: {e}");
+            assert!(matches!(e.kind, FaultKind::OutOfBounds { index: 124, count: 4, len: 126, .. }), "{e}");
+            assert!(e.to_string().contains("probe.rs"), "names the line: {e}");
+        }
+        Err(other) => panic!("expected an emulator error, got {other}"),
+        Ok(_) => panic!("the emulator accepted a partial cp.async whose 16 bytes leave the buffer"),
+    }
+    // The same copy with the whole chunk inside passes.
+    run_cp_async_from(&Context::emulator(), 2, 128).unwrap();
 }
 
 #[test]

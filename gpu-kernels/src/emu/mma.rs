@@ -165,7 +165,11 @@ pub fn cp_async_16<T>(dst_offset: u32, dst_len: u32, di: u32, src: usize, src_le
     }
     let src_addr = src.wrapping_add(si.wrapping_mul(elem));
     if src_bytes > 0 {
-        let n = (src_bytes as usize).div_ceil(elem);
+        // The whole 16 bytes, even when src-size is less: PTX reads only src-size bytes, but
+        // compute-sanitizer's memcheck counts the full copy and aborts the kernel when it
+        // leaves the allocation (a partial edge chunk of gemm_tc v01 at the end of B, H200,
+        // CUDA 13, 2026-12-04); a partial copy must end inside the buffer.
+        let n = 16 / elem;
         if si.checked_add(n).is_none_or(|end| end > src_len) {
             fault(FaultKind::OutOfBounds { write: false, index: si, count: n, len: src_len, addr: src_addr, at });
         }

@@ -36,8 +36,10 @@ const CH_A: u32 = TILING.a_chunks() / THREADS;
 const CH_B: u32 = TILING.b_chunks() / THREADS;
 
 /// Copies one 16-byte chunk (8 elements of row `r`, from column `c`) of a `rows x cols`
-/// matrix into `dst[at..at + 8]`: cp.async when `vec` (zero-filling past the edge), else
-/// guarded scalar loads and stores.
+/// matrix into `dst[at..at + 8]`: cp.async when `vec` and the chunk is whole (or wholly
+/// outside: zero-filled), else guarded scalar loads and stores. A partial chunk is never a
+/// cp.async: its 16 bytes may run past the end of the matrix (the last row's edge), and
+/// compute-sanitizer counts all 16 as read.
 #[inline(always)]
 #[track_caller]
 #[allow(clippy::too_many_arguments)]
@@ -53,10 +55,9 @@ fn copy_chunk<T: MmaInput>(
     vec: bool,
 ) {
     let inside = r < rows && c < cols;
-    if vec {
-        let valid = if inside { (cols - c).min(8) } else { 0 };
+    if vec && (!inside || cols - c >= 8) {
         let si = if inside { r as usize * ld as usize + c as usize } else { 0 };
-        cp_async_16(dst, at, src, si, 2 * valid);
+        cp_async_16(dst, at, src, si, if inside { 16 } else { 0 });
     } else {
         let mut e = 0;
         while e < 8 {
