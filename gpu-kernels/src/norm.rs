@@ -115,6 +115,9 @@ pub struct ColumnSumParams {
 /// The body of every forward norm kernel; `LAYER` selects layernorm (else rmsnorm).
 #[inline(always)]
 pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormParams<T>) {
+    if rows::full_block::<G>() {
+        return forward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LAYER>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let lane = lane as usize;
     let cols = p.cols as usize;
@@ -227,6 +230,9 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
 /// partial row at the end, else in the partial row itself, updated once per row (in L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormBackwardParams<T>) {
+    if rows::full_block::<G>() {
+        return backward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LAYER>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let lane = lane as usize;
     let cols = p.cols as usize;

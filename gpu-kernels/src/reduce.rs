@@ -99,6 +99,9 @@ impl RowReduction for ArgMaxOp {
 /// The body of every reduction kernel: `VEC` elements per chunk, `G` threads per row.
 #[inline(always)]
 pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: ReduceParams<T>) {
+    if rows::full_block::<G>() {
+        return run::<Op, T, VEC, { rows::BLOCK_ROW_THREADS }>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;

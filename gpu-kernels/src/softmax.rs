@@ -201,6 +201,9 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
 /// The body of every softmax kernel: `LOG` selects log_softmax.
 #[inline(always)]
 pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxParams<T>) {
+    if rows::full_block::<G>() {
+        return run::<T, VEC, { rows::BLOCK_ROW_THREADS }, LOG>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -287,6 +290,9 @@ pub struct CrossEntropyParams<T> {
 /// refuses those) gives a NaN loss rather than an out-of-bounds read.
 #[inline(always)]
 pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropyParams<T>) {
+    if rows::full_block::<G>() {
+        return cross_entropy::<T, VEC, { rows::BLOCK_ROW_THREADS }>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -410,6 +416,9 @@ pub struct SoftmaxBackwardParams<T> {
 /// from L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxBackwardParams<T>) {
+    if rows::full_block::<G>() {
+        return backward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LOG>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
