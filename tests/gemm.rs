@@ -225,4 +225,3 @@ fn launcher_refuses_bad_arguments() {
     let r = gemm::gemm(&ctx, &Gemm::new(8, 8, 8), a2.as_view(), b.as_view(), c.as_view_mut());
     assert!(matches!(r, Err(Error::WrongContext { .. })), "{r:?}");
 }
-
