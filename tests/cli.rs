@@ -427,11 +427,13 @@ fn verify_passes_tensor_core_layouts_and_epilogues() {
     ]);
 }
 
-/// Split-K through the CLI: the default version's count is printed (`splits=4 (auto)` on
+/// Split-K through the CLI: the split-K version's count is printed (`splits=4 (auto)` on
 /// the emulator's 132 SMs), `--splits` forces one, and counts it cannot run are refused.
+/// (The default for this shape is v02_wgmma, which does not split.)
 #[test]
 fn verify_gemm_split_k() {
-    let base = ["verify", "gemm", "--m", "64", "--n", "72", "--k", "1000", "--dtype", "bf16", "--backend", "emulator"];
+    let plain = ["verify", "gemm", "--m", "64", "--n", "72", "--k", "1000", "--dtype", "bf16", "--backend", "emulator"];
+    let base = [&plain[..], &["--kernel", "v05_wgmma_splitk"]].concat();
     let r = ferrokern(&[&base[..], &["--epilogue", "bias,gelu", "--beta", "0.5"]].concat());
     assert!(r.code == 0 && r.stdout.contains("splits=4 (auto)"), "{r}");
     assert!(r.last_line().starts_with("PASS"), "{r}");
@@ -439,7 +441,9 @@ fn verify_gemm_split_k() {
     assert!(r.code == 0 && r.stdout.contains("splits=3 "), "{r}");
     assert!(r.last_line().starts_with("PASS"), "{r}");
     assert_refused(&[&base[..], &["--splits", "17"]].concat(), &["at most 16"]);
-    assert_refused(&[&base[..], &["--splits", "2", "--kernel", "v01_mma"]].concat(), &["does not split K"]);
+    assert_refused(&[&plain[..], &["--splits", "2", "--kernel", "v01_mma"]].concat(), &["does not split K"]);
+    // The default for this shape (v02_wgmma, 1 tile for 132 SMs) does not split either.
+    assert_refused(&[&plain[..], &["--splits", "2"]].concat(), &["v02_wgmma does not split K"]);
     assert_refused(
         &["verify", "gemm", "--m", "3", "--n", "3", "--k", "3", "--splits", "2", "--backend", "emulator"],
         &["--dtype bf16 or f16"],
