@@ -4,8 +4,9 @@
 //! # Thread mapping
 //! A row is owned by a *group* of `G` threads: a warp (`G = 32`, [`WARP_BLOCK_THREADS`] / 32
 //! rows per block) for short rows, or a whole block (`G =` [`BLOCK_GROUP`], one row per block,
-//! [`block_row_threads`] threads: up to [`BLOCK_ROW_THREADS`]) for long ones. Groups walk rows with a grid-stride loop, so any row count works and
-//! the loop is uniform across the group (barriers and full-mask shuffles stay legal).
+//! [`block_row_threads`] threads: up to [`BLOCK_ROW_THREADS`]) for long ones. Groups walk rows
+//! with a grid-stride loop, so any row count works and the loop is uniform across the group
+//! (barriers and full-mask shuffles stay legal).
 //! Inside a row, thread `lane` of the group owns chunks `lane, lane + G, lane + 2G, ...`; a
 //! chunk is `VEC` consecutive elements (16 bytes: 4 f32 or 8 f16/bf16). Adjacent threads own
 //! adjacent chunks, so a group's accesses coalesce into full 128-byte lines.
@@ -46,14 +47,18 @@
 //! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions.
 //!
 //! # Occupancy
-//! The block kernels' registers (ptxas 12.9, sm_90a: 26-27 for sum and max, 69-84 for softmax,
-//! log_softmax and the forward norms) decide how many blocks share an SM. At 512 threads and
-//! 76 registers a block takes 40960 of the SM's 65536 registers: one row of 16 KB (4096 f32)
-//! in flight per SM, and the H200 measured softmax at 0.33 of a copy's bandwidth there
-//! (2026-12-04), sum (26 registers, four blocks) at 0.87. About 30-40 KB must be in flight
-//! per SM to cover HBM's latency (4.8 TB/s / 132 SMs x ~1 us). So a register-cached row gets
-//! the fewest threads that hold it, each caching [`CACHE_VALUES`]: 256 threads at 4096
-//! columns fit three blocks (48 KB of loads in flight) at 76 registers, two at 84.
+//! The block kernels' registers decide how many blocks share an SM. Before the block size
+//! followed the row (ptxas 12.9, sm_90a), softmax_f32_block had 76: a 512-thread block took
+//! 40960 of the SM's 65536 registers, one 16 KB row (4096 f32) in flight per SM, and the H200
+//! measured softmax at 0.33 of a copy's bandwidth there (2026-12-04), sum (26 registers, four
+//! blocks) at 0.87. About 30-40 KB must be in flight per SM to cover HBM's latency
+//! (4.8 TB/s / 132 SMs x ~1 us). So a register-cached row gets the fewest threads that hold
+//! it, each caching [`CACHE_VALUES`]: 256 threads at 4096 columns, three blocks per SM at 76
+//! registers. With the group size taken from the launch and the 512-thread body kept
+//! ([`full_block`]) the kernels now take more (ptxas 12.9, sm_90a: sum, max, argmax 29-40;
+//! softmax and log_softmax 94-110; cross_entropy and the forward norms 115-128), so two
+//! 256-thread blocks fit, not three; the H200 measured softmax at 0.45 there (before
+//! `full_block`). Instantiating the body per block size (constant strides) is the next step.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -126,8 +131,8 @@ pub const MIN_BLOCK_ROW_THREADS: u32 = 64;
 /// [`MIN_BLOCK_ROW_THREADS`] to [`BLOCK_ROW_THREADS`]) whose registers cache the row
 /// ([`CACHE_VALUES`] each), [`BLOCK_ROW_THREADS`] for rows past the cache. The registers per
 /// thread are the kernel's whatever the block size, so smaller blocks put more rows in
-/// flight per SM: at 4096 columns, 256 threads of the softmax kernel (76 registers) fit
-/// three blocks on an SM where 512 fit one (see "Occupancy" above).
+/// flight per SM: at 4096 columns, two 256-thread softmax blocks share an SM where one
+/// 512-thread block fit (see "Occupancy" above).
 pub const fn block_row_threads(cols: usize) -> u32 {
     let t = cols.div_ceil(CACHE_VALUES).next_power_of_two();
     if t < MIN_BLOCK_ROW_THREADS as usize {
