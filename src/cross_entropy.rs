@@ -104,11 +104,8 @@ pub fn cross_entropy_with<T: Float>(
     };
     let k = T::row_kernels();
     if strategy != RowStrategy::Split {
-        return ctx.launch(
-            k.cross_entropy[slot(strategy, OP)?],
-            launch_config(strategy, shape, T::DTYPE.size()),
-            params,
-        );
+        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        return ctx.launch(k.cross_entropy[slot(strategy, &cfg, OP)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
     ctx.with_scratch(words, |partial| {

@@ -71,16 +71,16 @@ impl Float for f32 {
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
         use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<f32> = crate::rows::RowKernels {
-            sum: [&r::SUM_F32_WARP, &r::SUM_F32_BLOCK],
-            max: [&r::MAX_F32_WARP, &r::MAX_F32_BLOCK],
-            argmax: [&r::ARGMAX_F32_WARP, &r::ARGMAX_F32_BLOCK],
-            softmax: [&s::SOFTMAX_F32_WARP, &s::SOFTMAX_F32_BLOCK],
-            log_softmax: [&s::LOG_SOFTMAX_F32_WARP, &s::LOG_SOFTMAX_F32_BLOCK],
+            sum: [&r::SUM_F32_WARP, &r::SUM_F32_BLOCK, &r::SUM_F32_BLOCK_SMALL],
+            max: [&r::MAX_F32_WARP, &r::MAX_F32_BLOCK, &r::MAX_F32_BLOCK_SMALL],
+            argmax: [&r::ARGMAX_F32_WARP, &r::ARGMAX_F32_BLOCK, &r::ARGMAX_F32_BLOCK_SMALL],
+            softmax: [&s::SOFTMAX_F32_WARP, &s::SOFTMAX_F32_BLOCK, &s::SOFTMAX_F32_BLOCK_SMALL],
+            log_softmax: [&s::LOG_SOFTMAX_F32_WARP, &s::LOG_SOFTMAX_F32_BLOCK, &s::LOG_SOFTMAX_F32_BLOCK_SMALL],
             sum_split: [&r::SUM_F32_SPLIT, &r::SUM_F32_SPLIT_FINAL],
             max_split: [&r::MAX_F32_SPLIT, &r::MAX_F32_SPLIT_FINAL],
             argmax_split: [&r::ARGMAX_F32_SPLIT, &r::ARGMAX_F32_SPLIT_FINAL],
             softmax_split: [&s::SOFTMAX_F32_SPLIT, &s::SOFTMAX_F32_APPLY_SPLIT, &s::LOG_SOFTMAX_F32_APPLY_SPLIT],
-            cross_entropy: [&s::CROSS_ENTROPY_F32_WARP, &s::CROSS_ENTROPY_F32_BLOCK],
+            cross_entropy: [&s::CROSS_ENTROPY_F32_WARP, &s::CROSS_ENTROPY_F32_BLOCK, &s::CROSS_ENTROPY_F32_BLOCK_SMALL],
             cross_entropy_split: &s::CROSS_ENTROPY_F32_APPLY_SPLIT,
             layernorm_split: [&n::LAYERNORM_F32_SPLIT, &n::LAYERNORM_F32_APPLY_SPLIT],
             rmsnorm_split: [&n::RMSNORM_F32_SPLIT, &n::RMSNORM_F32_APPLY_SPLIT],
@@ -88,10 +88,18 @@ impl Float for f32 {
             rmsnorm_backward_split: [&n::RMSNORM_BACKWARD_F32_SPLIT, &n::RMSNORM_BACKWARD_F32_APPLY_SPLIT],
             softmax_backward: [&s::SOFTMAX_BACKWARD_F32_WARP, &s::SOFTMAX_BACKWARD_F32_BLOCK],
             log_softmax_backward: [&s::LOG_SOFTMAX_BACKWARD_F32_WARP, &s::LOG_SOFTMAX_BACKWARD_F32_BLOCK],
-            layernorm: [&n::LAYERNORM_F32_WARP, &n::LAYERNORM_F32_BLOCK],
-            rmsnorm: [&n::RMSNORM_F32_WARP, &n::RMSNORM_F32_BLOCK],
-            layernorm_backward: [&n::LAYERNORM_BACKWARD_F32_WARP, &n::LAYERNORM_BACKWARD_F32_BLOCK],
-            rmsnorm_backward: [&n::RMSNORM_BACKWARD_F32_WARP, &n::RMSNORM_BACKWARD_F32_BLOCK],
+            layernorm: [&n::LAYERNORM_F32_WARP, &n::LAYERNORM_F32_BLOCK, &n::LAYERNORM_F32_BLOCK_SMALL],
+            rmsnorm: [&n::RMSNORM_F32_WARP, &n::RMSNORM_F32_BLOCK, &n::RMSNORM_F32_BLOCK_SMALL],
+            layernorm_backward: [
+                &n::LAYERNORM_BACKWARD_F32_WARP,
+                &n::LAYERNORM_BACKWARD_F32_BLOCK,
+                &n::LAYERNORM_BACKWARD_F32_BLOCK_SMALL,
+            ],
+            rmsnorm_backward: [
+                &n::RMSNORM_BACKWARD_F32_WARP,
+                &n::RMSNORM_BACKWARD_F32_BLOCK,
+                &n::RMSNORM_BACKWARD_F32_BLOCK_SMALL,
+            ],
         };
         &K
     }
@@ -120,16 +128,16 @@ impl Float for f16 {
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
         use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<f16> = crate::rows::RowKernels {
-            sum: [&r::SUM_F16_WARP, &r::SUM_F16_BLOCK],
-            max: [&r::MAX_F16_WARP, &r::MAX_F16_BLOCK],
-            argmax: [&r::ARGMAX_F16_WARP, &r::ARGMAX_F16_BLOCK],
-            softmax: [&s::SOFTMAX_F16_WARP, &s::SOFTMAX_F16_BLOCK],
-            log_softmax: [&s::LOG_SOFTMAX_F16_WARP, &s::LOG_SOFTMAX_F16_BLOCK],
+            sum: [&r::SUM_F16_WARP, &r::SUM_F16_BLOCK, &r::SUM_F16_BLOCK_SMALL],
+            max: [&r::MAX_F16_WARP, &r::MAX_F16_BLOCK, &r::MAX_F16_BLOCK_SMALL],
+            argmax: [&r::ARGMAX_F16_WARP, &r::ARGMAX_F16_BLOCK, &r::ARGMAX_F16_BLOCK_SMALL],
+            softmax: [&s::SOFTMAX_F16_WARP, &s::SOFTMAX_F16_BLOCK, &s::SOFTMAX_F16_BLOCK_SMALL],
+            log_softmax: [&s::LOG_SOFTMAX_F16_WARP, &s::LOG_SOFTMAX_F16_BLOCK, &s::LOG_SOFTMAX_F16_BLOCK_SMALL],
             sum_split: [&r::SUM_F16_SPLIT, &r::SUM_F16_SPLIT_FINAL],
             max_split: [&r::MAX_F16_SPLIT, &r::MAX_F16_SPLIT_FINAL],
             argmax_split: [&r::ARGMAX_F16_SPLIT, &r::ARGMAX_F16_SPLIT_FINAL],
             softmax_split: [&s::SOFTMAX_F16_SPLIT, &s::SOFTMAX_F16_APPLY_SPLIT, &s::LOG_SOFTMAX_F16_APPLY_SPLIT],
-            cross_entropy: [&s::CROSS_ENTROPY_F16_WARP, &s::CROSS_ENTROPY_F16_BLOCK],
+            cross_entropy: [&s::CROSS_ENTROPY_F16_WARP, &s::CROSS_ENTROPY_F16_BLOCK, &s::CROSS_ENTROPY_F16_BLOCK_SMALL],
             cross_entropy_split: &s::CROSS_ENTROPY_F16_APPLY_SPLIT,
             layernorm_split: [&n::LAYERNORM_F16_SPLIT, &n::LAYERNORM_F16_APPLY_SPLIT],
             rmsnorm_split: [&n::RMSNORM_F16_SPLIT, &n::RMSNORM_F16_APPLY_SPLIT],
@@ -137,10 +145,18 @@ impl Float for f16 {
             rmsnorm_backward_split: [&n::RMSNORM_BACKWARD_F16_SPLIT, &n::RMSNORM_BACKWARD_F16_APPLY_SPLIT],
             softmax_backward: [&s::SOFTMAX_BACKWARD_F16_WARP, &s::SOFTMAX_BACKWARD_F16_BLOCK],
             log_softmax_backward: [&s::LOG_SOFTMAX_BACKWARD_F16_WARP, &s::LOG_SOFTMAX_BACKWARD_F16_BLOCK],
-            layernorm: [&n::LAYERNORM_F16_WARP, &n::LAYERNORM_F16_BLOCK],
-            rmsnorm: [&n::RMSNORM_F16_WARP, &n::RMSNORM_F16_BLOCK],
-            layernorm_backward: [&n::LAYERNORM_BACKWARD_F16_WARP, &n::LAYERNORM_BACKWARD_F16_BLOCK],
-            rmsnorm_backward: [&n::RMSNORM_BACKWARD_F16_WARP, &n::RMSNORM_BACKWARD_F16_BLOCK],
+            layernorm: [&n::LAYERNORM_F16_WARP, &n::LAYERNORM_F16_BLOCK, &n::LAYERNORM_F16_BLOCK_SMALL],
+            rmsnorm: [&n::RMSNORM_F16_WARP, &n::RMSNORM_F16_BLOCK, &n::RMSNORM_F16_BLOCK_SMALL],
+            layernorm_backward: [
+                &n::LAYERNORM_BACKWARD_F16_WARP,
+                &n::LAYERNORM_BACKWARD_F16_BLOCK,
+                &n::LAYERNORM_BACKWARD_F16_BLOCK_SMALL,
+            ],
+            rmsnorm_backward: [
+                &n::RMSNORM_BACKWARD_F16_WARP,
+                &n::RMSNORM_BACKWARD_F16_BLOCK,
+                &n::RMSNORM_BACKWARD_F16_BLOCK_SMALL,
+            ],
         };
         &K
     }
@@ -169,16 +185,20 @@ impl Float for bf16 {
     fn row_kernels() -> &'static crate::rows::RowKernels<Self> {
         use gpu_kernels::{norm as n, reduce as r, softmax as s};
         static K: crate::rows::RowKernels<bf16> = crate::rows::RowKernels {
-            sum: [&r::SUM_BF16_WARP, &r::SUM_BF16_BLOCK],
-            max: [&r::MAX_BF16_WARP, &r::MAX_BF16_BLOCK],
-            argmax: [&r::ARGMAX_BF16_WARP, &r::ARGMAX_BF16_BLOCK],
-            softmax: [&s::SOFTMAX_BF16_WARP, &s::SOFTMAX_BF16_BLOCK],
-            log_softmax: [&s::LOG_SOFTMAX_BF16_WARP, &s::LOG_SOFTMAX_BF16_BLOCK],
+            sum: [&r::SUM_BF16_WARP, &r::SUM_BF16_BLOCK, &r::SUM_BF16_BLOCK_SMALL],
+            max: [&r::MAX_BF16_WARP, &r::MAX_BF16_BLOCK, &r::MAX_BF16_BLOCK_SMALL],
+            argmax: [&r::ARGMAX_BF16_WARP, &r::ARGMAX_BF16_BLOCK, &r::ARGMAX_BF16_BLOCK_SMALL],
+            softmax: [&s::SOFTMAX_BF16_WARP, &s::SOFTMAX_BF16_BLOCK, &s::SOFTMAX_BF16_BLOCK_SMALL],
+            log_softmax: [&s::LOG_SOFTMAX_BF16_WARP, &s::LOG_SOFTMAX_BF16_BLOCK, &s::LOG_SOFTMAX_BF16_BLOCK_SMALL],
             sum_split: [&r::SUM_BF16_SPLIT, &r::SUM_BF16_SPLIT_FINAL],
             max_split: [&r::MAX_BF16_SPLIT, &r::MAX_BF16_SPLIT_FINAL],
             argmax_split: [&r::ARGMAX_BF16_SPLIT, &r::ARGMAX_BF16_SPLIT_FINAL],
             softmax_split: [&s::SOFTMAX_BF16_SPLIT, &s::SOFTMAX_BF16_APPLY_SPLIT, &s::LOG_SOFTMAX_BF16_APPLY_SPLIT],
-            cross_entropy: [&s::CROSS_ENTROPY_BF16_WARP, &s::CROSS_ENTROPY_BF16_BLOCK],
+            cross_entropy: [
+                &s::CROSS_ENTROPY_BF16_WARP,
+                &s::CROSS_ENTROPY_BF16_BLOCK,
+                &s::CROSS_ENTROPY_BF16_BLOCK_SMALL,
+            ],
             cross_entropy_split: &s::CROSS_ENTROPY_BF16_APPLY_SPLIT,
             layernorm_split: [&n::LAYERNORM_BF16_SPLIT, &n::LAYERNORM_BF16_APPLY_SPLIT],
             rmsnorm_split: [&n::RMSNORM_BF16_SPLIT, &n::RMSNORM_BF16_APPLY_SPLIT],
@@ -186,10 +206,18 @@ impl Float for bf16 {
             rmsnorm_backward_split: [&n::RMSNORM_BACKWARD_BF16_SPLIT, &n::RMSNORM_BACKWARD_BF16_APPLY_SPLIT],
             softmax_backward: [&s::SOFTMAX_BACKWARD_BF16_WARP, &s::SOFTMAX_BACKWARD_BF16_BLOCK],
             log_softmax_backward: [&s::LOG_SOFTMAX_BACKWARD_BF16_WARP, &s::LOG_SOFTMAX_BACKWARD_BF16_BLOCK],
-            layernorm: [&n::LAYERNORM_BF16_WARP, &n::LAYERNORM_BF16_BLOCK],
-            rmsnorm: [&n::RMSNORM_BF16_WARP, &n::RMSNORM_BF16_BLOCK],
-            layernorm_backward: [&n::LAYERNORM_BACKWARD_BF16_WARP, &n::LAYERNORM_BACKWARD_BF16_BLOCK],
-            rmsnorm_backward: [&n::RMSNORM_BACKWARD_BF16_WARP, &n::RMSNORM_BACKWARD_BF16_BLOCK],
+            layernorm: [&n::LAYERNORM_BF16_WARP, &n::LAYERNORM_BF16_BLOCK, &n::LAYERNORM_BF16_BLOCK_SMALL],
+            rmsnorm: [&n::RMSNORM_BF16_WARP, &n::RMSNORM_BF16_BLOCK, &n::RMSNORM_BF16_BLOCK_SMALL],
+            layernorm_backward: [
+                &n::LAYERNORM_BACKWARD_BF16_WARP,
+                &n::LAYERNORM_BACKWARD_BF16_BLOCK,
+                &n::LAYERNORM_BACKWARD_BF16_BLOCK_SMALL,
+            ],
+            rmsnorm_backward: [
+                &n::RMSNORM_BACKWARD_BF16_WARP,
+                &n::RMSNORM_BACKWARD_BF16_BLOCK,
+                &n::RMSNORM_BACKWARD_BF16_BLOCK_SMALL,
+            ],
         };
         &K
     }

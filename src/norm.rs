@@ -111,8 +111,9 @@ fn forward<T: Float>(
         stats: GlobalMut::empty(),
     };
     if strategy != RowStrategy::Split {
-        let def = if layer { k.layernorm[slot(strategy, op)?] } else { k.rmsnorm[slot(strategy, op)?] };
-        return ctx.launch(def, launch_config(strategy, shape, T::DTYPE.size()), params);
+        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let i = slot(strategy, &cfg, op)?;
+        return ctx.launch(if layer { k.layernorm[i] } else { k.rmsnorm[i] }, cfg, params);
     }
     let split = if layer { k.layernorm_split } else { k.rmsnorm_split };
     ctx.with_scratch(shape.rows * RowStrategy::segments(shape.cols) * 2, |scratch| {
@@ -255,8 +256,10 @@ fn backward<T: Float>(
     let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
-    let k = T::row_kernels();
-    let def = if layer { k.layernorm_backward[slot(strategy, op)?] } else { k.rmsnorm_backward[slot(strategy, op)?] };
+    let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
+    cfg.grid = Dim3::x(blocks as u32);
+    let (k, i) = (T::row_kernels(), slot(strategy, &cfg, op)?);
+    let def = if layer { k.layernorm_backward[i] } else { k.rmsnorm_backward[i] };
     // Rows past the block's registers: its parameter sums stay in shared memory while they fit
     // (otherwise they are updated in the partial row, in L2, once per row).
     let sums_bytes = backward_sums_bytes(shape.cols, layer);
@@ -281,8 +284,7 @@ fn backward<T: Float>(
             segment: SPLIT_SEGMENT,
             stats: GlobalMut::empty(),
         };
-        let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
-        cfg.grid = Dim3::x(blocks as u32);
+        let mut cfg = cfg;
         if shared {
             cfg.shared_bytes = sums_bytes as u32;
         }

@@ -95,7 +95,8 @@ fn launch<T: Float>(
         }
     };
     if strategy != RowStrategy::Split {
-        return ctx.launch(pair[slot(strategy, name)?], launch_config(strategy, shape, T::DTYPE.size()), params);
+        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        return ctx.launch(pair[slot(strategy, &cfg, name)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 3;
     ctx.with_scratch(words, |partial| {

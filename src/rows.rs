@@ -6,7 +6,7 @@ use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
 use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::{MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET};
+use gpu_kernels::rows::{BLOCK_ROW_THREADS, MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET};
 pub use gpu_kernels::rows::{RowPlan, RowStrategy};
 use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxBackwardParams, SoftmaxParams};
 
@@ -133,20 +133,21 @@ pub fn addr<T: Scalar>(v: &BufRef<'_, T>) -> usize {
     v.addr()
 }
 
-/// A row op's kernels for one dtype: `[warp, block]` per op.
+/// A row op's kernels for one dtype: `[warp, block, block_small]` per op ([`slot`]); the
+/// softmax backward, always 512 threads a row, has no small-block kernels.
 pub struct RowKernels<T: 'static> {
-    pub sum: [&'static KernelDef<ReduceParams<T>>; 2],
-    pub max: [&'static KernelDef<ReduceParams<T>>; 2],
-    pub argmax: [&'static KernelDef<ReduceParams<T>>; 2],
-    pub softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
-    pub log_softmax: [&'static KernelDef<SoftmaxParams<T>>; 2],
+    pub sum: [&'static KernelDef<ReduceParams<T>>; 3],
+    pub max: [&'static KernelDef<ReduceParams<T>>; 3],
+    pub argmax: [&'static KernelDef<ReduceParams<T>>; 3],
+    pub softmax: [&'static KernelDef<SoftmaxParams<T>>; 3],
+    pub log_softmax: [&'static KernelDef<SoftmaxParams<T>>; 3],
     /// Split strategy: (per-segment partial, final combine) per reduction.
     pub sum_split: [&'static KernelDef<ReduceParams<T>>; 2],
     pub max_split: [&'static KernelDef<ReduceParams<T>>; 2],
     pub argmax_split: [&'static KernelDef<ReduceParams<T>>; 2],
     /// Split strategy: (segment statistics, softmax apply, log_softmax apply).
     pub softmax_split: [&'static KernelDef<SoftmaxParams<T>>; 3],
-    pub cross_entropy: [&'static KernelDef<CrossEntropyParams<T>>; 2],
+    pub cross_entropy: [&'static KernelDef<CrossEntropyParams<T>>; 3],
     /// Split strategy, second launch (the first is `softmax_split[0]` over the logits).
     pub cross_entropy_split: &'static KernelDef<CrossEntropyParams<T>>,
     /// Split strategy: (segment statistics, apply) per norm, forward and backward.
@@ -156,18 +157,22 @@ pub struct RowKernels<T: 'static> {
     pub rmsnorm_backward_split: [&'static KernelDef<NormBackwardParams<T>>; 2],
     pub softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
     pub log_softmax_backward: [&'static KernelDef<SoftmaxBackwardParams<T>>; 2],
-    pub layernorm: [&'static KernelDef<NormParams<T>>; 2],
-    pub rmsnorm: [&'static KernelDef<NormParams<T>>; 2],
-    pub layernorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
-    pub rmsnorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 2],
+    pub layernorm: [&'static KernelDef<NormParams<T>>; 3],
+    pub rmsnorm: [&'static KernelDef<NormParams<T>>; 3],
+    pub layernorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 3],
+    pub rmsnorm_backward: [&'static KernelDef<NormBackwardParams<T>>; 3],
 }
 
-/// Index of `strategy` in a `[warp, block]` pair (the shared strategy runs the block kernels
-/// with the cache on); the split strategy has its own kernels, which launchers pick before
-/// this, so reaching it here is refused.
-pub fn slot(strategy: RowStrategy, op: &'static str) -> Result<usize> {
+/// Index of the kernel that runs `strategy` with launch `cfg` in a `[warp, block,
+/// block_small]` triple: the shared strategy runs the block kernel with the cache on; a
+/// block-per-row launch of fewer than [`BLOCK_ROW_THREADS`] threads (the block strategy's
+/// [`RowStrategy::launch_threads`] for rows that fewer threads cache) runs the small-block
+/// kernel, whose group size is the launch's. The split strategy has its own kernels, which
+/// launchers pick before this, so reaching it here is refused.
+pub fn slot(strategy: RowStrategy, cfg: &LaunchConfig, op: &'static str) -> Result<usize> {
     match strategy {
         RowStrategy::Warp => Ok(0),
+        RowStrategy::Block | RowStrategy::Shared if cfg.block.x < BLOCK_ROW_THREADS => Ok(2),
         RowStrategy::Block | RowStrategy::Shared => Ok(1),
         RowStrategy::Split => {
             Err(Error::invalid(op, "the split strategy has no kernel here; use warp, block or shared"))

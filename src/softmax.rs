@@ -41,8 +41,9 @@ fn launch<T: Float>(
         shared: (strategy == RowStrategy::Shared) as u32,
     };
     if strategy != RowStrategy::Split {
-        let def = if log { k.log_softmax[slot(strategy, name)?] } else { k.softmax[slot(strategy, name)?] };
-        return ctx.launch(def, launch_config(strategy, shape, T::DTYPE.size()), params);
+        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let i = slot(strategy, &cfg, name)?;
+        return ctx.launch(if log { k.log_softmax[i] } else { k.softmax[i] }, cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
     ctx.with_scratch(words, |partial| {
@@ -105,9 +106,6 @@ fn backward<T: Float>(
         return Ok(());
     }
     let strategy = choose(ctx, name, strategy, RowPlan::BLOCK_ONLY, shape)?;
-    let k = T::row_kernels();
-    let def =
-        if log { k.log_softmax_backward[slot(strategy, name)?] } else { k.softmax_backward[slot(strategy, name)?] };
     let params = gpu_kernels::softmax::SoftmaxBackwardParams {
         rows: shape.rows as u32,
         cols: shape.cols as u32,
@@ -121,7 +119,8 @@ fn backward<T: Float>(
     // over 32768 x 4096 at 0.81 of copy where 512 ran 0.98 (2026-12-04).
     let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
     cfg.block = Dim3::x(strategy.block_threads());
-    ctx.launch(def, cfg, params)
+    let (k, i) = (T::row_kernels(), slot(strategy, &cfg, name)?);
+    ctx.launch(if log { k.log_softmax_backward[i] } else { k.softmax_backward[i] }, cfg, params)
 }
 
 /// Softmax backward from the forward's output `y`: `dx = y (dy - sum(dy y))` per row.

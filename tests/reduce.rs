@@ -46,6 +46,66 @@ fn argmax_takes_the_first_maximum_and_nan_wins() {
     assert_eq!(out.to_host().unwrap(), vec![1, 1]);
 }
 
+/// The block-per-row kernels at every block size a launcher gives them: the small-block
+/// kernel (group size from the launch) with 64, 128 and 256 threads and the 512-thread kernel
+/// give the exact sums of the same rows; a 512-thread kernel launched with fewer threads traps
+/// rather than loop on a zero row stride, and a small-block kernel is refused more than 256.
+#[test]
+fn block_kernels_sum_at_every_launch_size_and_refuse_others() {
+    use ferrokern::LaunchConfig;
+    use ferrokern::gpu_kernels::Dim3;
+    use ferrokern::gpu_kernels::KernelDef;
+    use ferrokern::gpu_kernels::device::GlobalMut;
+    use ferrokern::gpu_kernels::reduce::{ReduceParams, SUM_F32_BLOCK, SUM_F32_BLOCK_SMALL};
+    use ferrokern::gpu_kernels::rows::BLOCK_SCRATCH_BYTES;
+    let (rows, cols) = (3usize, 3001usize);
+    // Small integers: every order of summation gives the exact sum in f32.
+    let host: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0 + (i / cols) as f32).collect();
+    let want: Vec<f32> = host.chunks(cols).map(|r| r.iter().sum()).collect();
+    let sum_with = |ctx: &Context, def: &KernelDef<ReduceParams<f32>>, threads: u32| -> Result<Vec<f32>, Error> {
+        let x = ctx.upload(&host)?;
+        let mut out = ctx.upload(&vec![f32::NAN; rows])?;
+        let p = ReduceParams {
+            rows: rows as u32,
+            cols: cols as u32,
+            vectorized: 0,
+            x: x.as_view().global(),
+            sum: out.as_view_mut().global_mut(),
+            max: GlobalMut::empty(),
+            argmax: GlobalMut::empty(),
+            segment: 0,
+            partial: GlobalMut::empty(),
+        };
+        let cfg = LaunchConfig { grid: Dim3::x(2), block: Dim3::x(threads), shared_bytes: BLOCK_SCRATCH_BYTES };
+        ctx.launch(def, cfg, p)?;
+        out.to_host()
+    };
+    for ctx in common::backends("block_kernels_sum_at_every_launch_size_and_refuse_others") {
+        for (def, threads) in [
+            (&SUM_F32_BLOCK_SMALL, 64),
+            (&SUM_F32_BLOCK_SMALL, 128),
+            (&SUM_F32_BLOCK_SMALL, 256),
+            (&SUM_F32_BLOCK, 512),
+        ] {
+            assert_eq!(
+                sum_with(&ctx, def, threads).unwrap(),
+                want,
+                "{} with {threads} threads on {}",
+                def.name,
+                ctx.backend()
+            );
+        }
+        match sum_with(&ctx, &SUM_F32_BLOCK_SMALL, 512) {
+            Err(Error::InvalidArgument { message, .. }) => assert!(message.contains("at most 256"), "{message}"),
+            other => panic!("a 512-thread launch of sum_f32_block_small should be refused, got {other:?}"),
+        }
+    }
+    match sum_with(&Context::emulator(), &SUM_F32_BLOCK, 256) {
+        Err(Error::Emulator(e)) => assert!(e.to_string().contains("whole number of its row groups"), "{e}"),
+        other => panic!("a 256-thread launch of sum_f32_block should fail, got {other:?}"),
+    }
+}
+
 #[test]
 fn empty_rows_sum_to_zero_and_have_no_max() {
     let ctx = Context::emulator();

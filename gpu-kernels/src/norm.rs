@@ -115,9 +115,6 @@ pub struct ColumnSumParams {
 /// The body of every forward norm kernel; `LAYER` selects layernorm (else rmsnorm).
 #[inline(always)]
 pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormParams<T>) {
-    if rows::full_block::<G>() {
-        return forward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LAYER>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let lane = lane as usize;
     let cols = p.cols as usize;
@@ -230,9 +227,6 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
 /// partial row at the end, else in the partial row itself, updated once per row (in L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormBackwardParams<T>) {
-    if rows::full_block::<G>() {
-        return backward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LAYER>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let lane = lane as usize;
     let cols = p.cols as usize;
@@ -712,33 +706,46 @@ pub const COLUMN_SUM_THREADS: u32 = 256;
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_GROUP;
+const B: u32 = rows::BLOCK_ROW_THREADS;
+const S: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     LAYERNORM_F32_WARP = layernorm_f32_warp(NormParams<f32>) => forward::<f32, 4, W, true>;
     LAYERNORM_F32_BLOCK = layernorm_f32_block(NormParams<f32>) => forward::<f32, 4, B, true>;
+    LAYERNORM_F32_BLOCK_SMALL = layernorm_f32_block_small(NormParams<f32>) => forward::<f32, 4, S, true>;
     LAYERNORM_F16_WARP = layernorm_f16_warp(NormParams<F16>) => forward::<F16, 8, W, true>;
     LAYERNORM_F16_BLOCK = layernorm_f16_block(NormParams<F16>) => forward::<F16, 8, B, true>;
+    LAYERNORM_F16_BLOCK_SMALL = layernorm_f16_block_small(NormParams<F16>) => forward::<F16, 8, S, true>;
     LAYERNORM_BF16_WARP = layernorm_bf16_warp(NormParams<Bf16>) => forward::<Bf16, 8, W, true>;
     LAYERNORM_BF16_BLOCK = layernorm_bf16_block(NormParams<Bf16>) => forward::<Bf16, 8, B, true>;
+    LAYERNORM_BF16_BLOCK_SMALL = layernorm_bf16_block_small(NormParams<Bf16>) => forward::<Bf16, 8, S, true>;
     RMSNORM_F32_WARP = rmsnorm_f32_warp(NormParams<f32>) => forward::<f32, 4, W, false>;
     RMSNORM_F32_BLOCK = rmsnorm_f32_block(NormParams<f32>) => forward::<f32, 4, B, false>;
+    RMSNORM_F32_BLOCK_SMALL = rmsnorm_f32_block_small(NormParams<f32>) => forward::<f32, 4, S, false>;
     RMSNORM_F16_WARP = rmsnorm_f16_warp(NormParams<F16>) => forward::<F16, 8, W, false>;
     RMSNORM_F16_BLOCK = rmsnorm_f16_block(NormParams<F16>) => forward::<F16, 8, B, false>;
+    RMSNORM_F16_BLOCK_SMALL = rmsnorm_f16_block_small(NormParams<F16>) => forward::<F16, 8, S, false>;
     RMSNORM_BF16_WARP = rmsnorm_bf16_warp(NormParams<Bf16>) => forward::<Bf16, 8, W, false>;
     RMSNORM_BF16_BLOCK = rmsnorm_bf16_block(NormParams<Bf16>) => forward::<Bf16, 8, B, false>;
+    RMSNORM_BF16_BLOCK_SMALL = rmsnorm_bf16_block_small(NormParams<Bf16>) => forward::<Bf16, 8, S, false>;
     LAYERNORM_BACKWARD_F32_WARP = layernorm_backward_f32_warp(NormBackwardParams<f32>) => backward::<f32, 4, W, true>;
     LAYERNORM_BACKWARD_F32_BLOCK = layernorm_backward_f32_block(NormBackwardParams<f32>) => backward::<f32, 4, B, true>;
+    LAYERNORM_BACKWARD_F32_BLOCK_SMALL = layernorm_backward_f32_block_small(NormBackwardParams<f32>) => backward::<f32, 4, S, true>;
     LAYERNORM_BACKWARD_F16_WARP = layernorm_backward_f16_warp(NormBackwardParams<F16>) => backward::<F16, 8, W, true>;
     LAYERNORM_BACKWARD_F16_BLOCK = layernorm_backward_f16_block(NormBackwardParams<F16>) => backward::<F16, 8, B, true>;
+    LAYERNORM_BACKWARD_F16_BLOCK_SMALL = layernorm_backward_f16_block_small(NormBackwardParams<F16>) => backward::<F16, 8, S, true>;
     LAYERNORM_BACKWARD_BF16_WARP = layernorm_backward_bf16_warp(NormBackwardParams<Bf16>) => backward::<Bf16, 8, W, true>;
     LAYERNORM_BACKWARD_BF16_BLOCK = layernorm_backward_bf16_block(NormBackwardParams<Bf16>) => backward::<Bf16, 8, B, true>;
+    LAYERNORM_BACKWARD_BF16_BLOCK_SMALL = layernorm_backward_bf16_block_small(NormBackwardParams<Bf16>) => backward::<Bf16, 8, S, true>;
     RMSNORM_BACKWARD_F32_WARP = rmsnorm_backward_f32_warp(NormBackwardParams<f32>) => backward::<f32, 4, W, false>;
     RMSNORM_BACKWARD_F32_BLOCK = rmsnorm_backward_f32_block(NormBackwardParams<f32>) => backward::<f32, 4, B, false>;
+    RMSNORM_BACKWARD_F32_BLOCK_SMALL = rmsnorm_backward_f32_block_small(NormBackwardParams<f32>) => backward::<f32, 4, S, false>;
     RMSNORM_BACKWARD_F16_WARP = rmsnorm_backward_f16_warp(NormBackwardParams<F16>) => backward::<F16, 8, W, false>;
     RMSNORM_BACKWARD_F16_BLOCK = rmsnorm_backward_f16_block(NormBackwardParams<F16>) => backward::<F16, 8, B, false>;
+    RMSNORM_BACKWARD_F16_BLOCK_SMALL = rmsnorm_backward_f16_block_small(NormBackwardParams<F16>) => backward::<F16, 8, S, false>;
     RMSNORM_BACKWARD_BF16_WARP = rmsnorm_backward_bf16_warp(NormBackwardParams<Bf16>) => backward::<Bf16, 8, W, false>;
     RMSNORM_BACKWARD_BF16_BLOCK = rmsnorm_backward_bf16_block(NormBackwardParams<Bf16>) => backward::<Bf16, 8, B, false>;
+    RMSNORM_BACKWARD_BF16_BLOCK_SMALL = rmsnorm_backward_bf16_block_small(NormBackwardParams<Bf16>) => backward::<Bf16, 8, S, false>;
     COLUMN_SUM = column_sum_f32(ColumnSumParams) => column_sum;
     LAYERNORM_F32_SPLIT = layernorm_f32_split(NormParams<f32>) => split_stats::<f32, 4, true>;
     LAYERNORM_F16_SPLIT = layernorm_f16_split(NormParams<F16>) => split_stats::<F16, 8, true>;

@@ -99,9 +99,6 @@ impl RowReduction for ArgMaxOp {
 /// The body of every reduction kernel: `VEC` elements per chunk, `G` threads per row.
 #[inline(always)]
 pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: ReduceParams<T>) {
-    if rows::full_block::<G>() {
-        return run::<Op, T, VEC, { rows::BLOCK_ROW_THREADS }>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -182,27 +179,37 @@ pub fn split_final<Op: RowReduction, T: Element>(p: ReduceParams<T>) {
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_GROUP;
+const B: u32 = rows::BLOCK_ROW_THREADS;
+const S: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     SUM_F32_WARP = sum_f32_warp(ReduceParams<f32>) => run::<SumOp, f32, 4, W>;
     SUM_F32_BLOCK = sum_f32_block(ReduceParams<f32>) => run::<SumOp, f32, 4, B>;
+    SUM_F32_BLOCK_SMALL = sum_f32_block_small(ReduceParams<f32>) => run::<SumOp, f32, 4, S>;
     SUM_F16_WARP = sum_f16_warp(ReduceParams<F16>) => run::<SumOp, F16, 8, W>;
     SUM_F16_BLOCK = sum_f16_block(ReduceParams<F16>) => run::<SumOp, F16, 8, B>;
+    SUM_F16_BLOCK_SMALL = sum_f16_block_small(ReduceParams<F16>) => run::<SumOp, F16, 8, S>;
     SUM_BF16_WARP = sum_bf16_warp(ReduceParams<Bf16>) => run::<SumOp, Bf16, 8, W>;
     SUM_BF16_BLOCK = sum_bf16_block(ReduceParams<Bf16>) => run::<SumOp, Bf16, 8, B>;
+    SUM_BF16_BLOCK_SMALL = sum_bf16_block_small(ReduceParams<Bf16>) => run::<SumOp, Bf16, 8, S>;
     MAX_F32_WARP = max_f32_warp(ReduceParams<f32>) => run::<MaxOp, f32, 4, W>;
     MAX_F32_BLOCK = max_f32_block(ReduceParams<f32>) => run::<MaxOp, f32, 4, B>;
+    MAX_F32_BLOCK_SMALL = max_f32_block_small(ReduceParams<f32>) => run::<MaxOp, f32, 4, S>;
     MAX_F16_WARP = max_f16_warp(ReduceParams<F16>) => run::<MaxOp, F16, 8, W>;
     MAX_F16_BLOCK = max_f16_block(ReduceParams<F16>) => run::<MaxOp, F16, 8, B>;
+    MAX_F16_BLOCK_SMALL = max_f16_block_small(ReduceParams<F16>) => run::<MaxOp, F16, 8, S>;
     MAX_BF16_WARP = max_bf16_warp(ReduceParams<Bf16>) => run::<MaxOp, Bf16, 8, W>;
     MAX_BF16_BLOCK = max_bf16_block(ReduceParams<Bf16>) => run::<MaxOp, Bf16, 8, B>;
+    MAX_BF16_BLOCK_SMALL = max_bf16_block_small(ReduceParams<Bf16>) => run::<MaxOp, Bf16, 8, S>;
     ARGMAX_F32_WARP = argmax_f32_warp(ReduceParams<f32>) => run::<ArgMaxOp, f32, 4, W>;
     ARGMAX_F32_BLOCK = argmax_f32_block(ReduceParams<f32>) => run::<ArgMaxOp, f32, 4, B>;
+    ARGMAX_F32_BLOCK_SMALL = argmax_f32_block_small(ReduceParams<f32>) => run::<ArgMaxOp, f32, 4, S>;
     ARGMAX_F16_WARP = argmax_f16_warp(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, W>;
     ARGMAX_F16_BLOCK = argmax_f16_block(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, B>;
+    ARGMAX_F16_BLOCK_SMALL = argmax_f16_block_small(ReduceParams<F16>) => run::<ArgMaxOp, F16, 8, S>;
     ARGMAX_BF16_WARP = argmax_bf16_warp(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, W>;
     ARGMAX_BF16_BLOCK = argmax_bf16_block(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, B>;
+    ARGMAX_BF16_BLOCK_SMALL = argmax_bf16_block_small(ReduceParams<Bf16>) => run::<ArgMaxOp, Bf16, 8, S>;
     SUM_F32_SPLIT = sum_f32_split(ReduceParams<f32>) => split_partial::<SumOp, f32, 4>;
     SUM_F16_SPLIT = sum_f16_split(ReduceParams<F16>) => split_partial::<SumOp, F16, 8>;
     SUM_BF16_SPLIT = sum_bf16_split(ReduceParams<Bf16>) => split_partial::<SumOp, Bf16, 8>;

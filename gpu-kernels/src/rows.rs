@@ -3,8 +3,9 @@
 //!
 //! # Thread mapping
 //! A row is owned by a *group* of `G` threads: a warp (`G = 32`, [`WARP_BLOCK_THREADS`] / 32
-//! rows per block) for short rows, or a whole block (`G =` [`BLOCK_GROUP`], one row per block,
-//! [`block_row_threads`] threads: up to [`BLOCK_ROW_THREADS`]) for long ones. Groups walk rows
+//! rows per block) for short rows, or a whole block (one row per block) for long ones: the
+//! `*_block` kernels with `G =` [`BLOCK_ROW_THREADS`], and the `*_block_small` kernels with
+//! `G =` [`BLOCK_GROUP`] for rows that fewer threads cache ([`block_row_threads`]). Groups walk rows
 //! with a grid-stride loop, so any row count works and the loop is uniform across the group
 //! (barriers and full-mask shuffles stay legal).
 //! Inside a row, thread `lane` of the group owns chunks `lane, lane + G, lane + 2G, ...`; a
@@ -47,18 +48,40 @@
 //! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions.
 //!
 //! # Occupancy
-//! The block kernels' registers decide how many blocks share an SM. Before the block size
-//! followed the row (ptxas 12.9, sm_90a), softmax_f32_block had 76: a 512-thread block took
-//! 40960 of the SM's 65536 registers, one 16 KB row (4096 f32) in flight per SM, and the H200
-//! measured softmax at 0.33 of a copy's bandwidth there (2026-12-04), sum (26 registers, four
-//! blocks) at 0.87. About 30-40 KB must be in flight per SM to cover HBM's latency
+//! The block kernels' registers decide how many blocks share an SM. With one 512-thread
+//! kernel per op (ptxas 12.9, sm_90a), softmax_f32_block had 76 registers: a block took 40960
+//! of the SM's 65536, one 16 KB row (4096 f32) in flight per SM, and the H200 measured
+//! softmax at 0.33 of a copy's bandwidth there (2026-12-04), sum (26 registers, four blocks)
+//! at 0.87. About 30-40 KB must be in flight per SM to cover HBM's latency
 //! (4.8 TB/s / 132 SMs x ~1 us). So a register-cached row gets the fewest threads that hold
-//! it, each caching [`CACHE_VALUES`]: 256 threads at 4096 columns, three blocks per SM at 76
-//! registers. With the group size taken from the launch and the 512-thread body kept
-//! ([`full_block`]) the kernels now take more (ptxas 12.9, sm_90a: sum, max, argmax 29-40;
-//! softmax and log_softmax 94-110; cross_entropy and the forward norms 115-128), so two
-//! 256-thread blocks fit, not three; the H200 measured softmax at 0.45 there (before
-//! `full_block`). Instantiating the body per block size (constant strides) is the next step.
+//! it, each caching [`CACHE_VALUES`] ([`block_row_threads`]: 256 threads at 4096 columns).
+//!
+//! Those launches run separate kernels, `*_block_small`, whose group size is read from the
+//! launch ([`BLOCK_GROUP`]). This body, then the only block kernel, ran softmax at 0.45 of
+//! copy and sum at 0.98 at 32768 x 4096 with 256 threads on the H200 (2026-12-04). The
+//! `*_block` kernels keep the constant 512: the run-time stride cost the 512-thread
+//! streaming and shared paths up to a third of their speed (f16 log_softmax over
+//! 4096 x 32768: 0.66 -> 0.44 of copy), presumably by loops that no longer unroll. One kernel
+//! holding both bodies (a branch on the block size) took up to 140 registers (sm_90
+//! layernorm_backward_bf16_block; 133 in layernorm_f32_block on sm_80), more than a
+//! 512-thread block may have, and the CI's ptxas gate refused it; so each body is its own
+//! entry point, with its own register count.
+//!
+//! Registers (ptxas 12.9, sm_90a; sm_80 in brackets where it differs by more than a few):
+//!
+//! | kernels | `*_block` (512 threads) | `*_block_small` (64-256) |
+//! |---|---|---|
+//! | sum, max, argmax | 26-48 | 23-39 |
+//! | softmax, log_softmax | 64-76 [86-95] | 89-115 |
+//! | cross_entropy | 77-80 [96-103] | 98-113 |
+//! | layernorm, rmsnorm | 79-96 [90-126] | 96-124 [104-133] |
+//! | layernorm, rmsnorm backward | 94-124 [93-128] | 116-125 [114-143] |
+//! | softmax backward (always 512) | 64 [72] | - |
+//!
+//! So a 256-thread softmax block takes up to 29440 registers: two blocks per SM, not the
+//! three that a constant-256 body would allow (69-72 registers on sm_90, measured offline on
+//! 2026-12-04). Constant bodies per small size (64, 128, 256) are the next step, to be
+//! measured on the GPU against these.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -292,6 +315,8 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         Some(SPLIT_FINAL_THREADS)
     } else if name.ends_with("_warp") {
         Some(RowStrategy::Warp.block_threads())
+    } else if name.ends_with("_block_small") {
+        Some(SMALL_BLOCK_MAX_THREADS)
     } else if name.ends_with("_block") || name.ends_with("_split") {
         Some(RowStrategy::Block.block_threads())
     } else {
@@ -299,25 +324,20 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
 }
 
-/// The `G` of the block-per-row kernels: the row's group is the whole block, of whatever size
-/// the launcher gives it ([`RowStrategy::launch_threads`]).
+/// The `G` of the small-block kernels (`*_block_small`): the row's group is the whole block,
+/// of whatever size the launcher gives it ([`block_row_threads`], 64 to
+/// [`SMALL_BLOCK_MAX_THREADS`]). The `*_block` kernels have `G =` [`BLOCK_ROW_THREADS`]
+/// instead, a constant: see "Occupancy" above for why both exist.
 pub const BLOCK_GROUP: u32 = 0;
+
+/// Most threads a small-block kernel is launched with: block-strategy rows that need
+/// [`BLOCK_ROW_THREADS`] run the `*_block` kernels.
+pub const SMALL_BLOCK_MAX_THREADS: u32 = BLOCK_ROW_THREADS / 2;
 
 /// Threads in the row's group: `G`, or the block's size for [`BLOCK_GROUP`].
 #[inline(always)]
 pub fn group_threads<const G: u32>() -> usize {
     if G == BLOCK_GROUP { block_dim_x() as usize } else { G as usize }
-}
-
-/// Whether a [`BLOCK_GROUP`] kernel was launched with [`BLOCK_ROW_THREADS`]: each block
-/// kernel then runs its body instantiated with `G = BLOCK_ROW_THREADS`, a constant stride,
-/// as before the block size varied. Taking the stride from the launch cost the streaming and
-/// shared paths (always 512 threads) up to a third of their speed on the H200 (f16
-/// log_softmax over 4096 x 32768 0.66 -> 0.44 of copy, 2026-12-04; the launch was the same),
-/// presumably by loops that no longer unroll with a stride known only at run time.
-#[inline(always)]
-pub fn full_block<const G: u32>() -> bool {
-    G == BLOCK_GROUP && block_dim_x() == BLOCK_ROW_THREADS
 }
 
 /// The index of this thread's group in the grid.
@@ -333,6 +353,11 @@ pub fn assign<const G: u32>() -> (usize, usize, u32) {
     let tid = thread_idx_x();
     if G == BLOCK_GROUP {
         return (block_idx_x() as usize, grid_dim_x() as usize, tid);
+    }
+    if !block_dim_x().is_multiple_of(G) {
+        // A launcher bug (rows::launch_threads names each kernel's block size); without this,
+        // a block smaller than its group would loop forever on a row stride of zero.
+        panic!("a row kernel's block must be a whole number of its row groups");
     }
     let rows_per_block = (block_dim_x() / G) as usize;
     let first = block_idx_x() as usize * rows_per_block + (tid / G) as usize;
@@ -550,6 +575,10 @@ mod tests {
                 t == MIN_BLOCK_ROW_THREADS as usize || (t / 2) * CACHE_VALUES < cols,
                 "{cols}: {t} is not the fewest"
             );
+        }
+        for cols in 1..=RowStrategy::Block.capacity() {
+            let t = RowStrategy::Block.launch_threads(cols);
+            assert!(t <= SMALL_BLOCK_MAX_THREADS || t == BLOCK_ROW_THREADS, "{cols} columns: {t} threads");
         }
         assert_eq!(RowStrategy::Shared.launch_threads(4096), BLOCK_ROW_THREADS);
         assert_eq!(RowStrategy::Warp.launch_threads(100), WARP_BLOCK_THREADS);

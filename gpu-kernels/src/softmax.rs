@@ -201,9 +201,6 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
 /// The body of every softmax kernel: `LOG` selects log_softmax.
 #[inline(always)]
 pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxParams<T>) {
-    if rows::full_block::<G>() {
-        return run::<T, VEC, { rows::BLOCK_ROW_THREADS }, LOG>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -290,9 +287,6 @@ pub struct CrossEntropyParams<T> {
 /// refuses those) gives a NaN loss rather than an out-of-bounds read.
 #[inline(always)]
 pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropyParams<T>) {
-    if rows::full_block::<G>() {
-        return cross_entropy::<T, VEC, { rows::BLOCK_ROW_THREADS }>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -416,9 +410,6 @@ pub struct SoftmaxBackwardParams<T> {
 /// from L2).
 #[inline(always)]
 pub fn backward<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxBackwardParams<T>) {
-    if rows::full_block::<G>() {
-        return backward::<T, VEC, { rows::BLOCK_ROW_THREADS }, LOG>(p);
-    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
@@ -508,21 +499,28 @@ fn backward_cached<T: Element, const VEC: usize, const G: u32, const LOG: bool>(
 type F16 = half::f16;
 type Bf16 = half::bf16;
 const W: u32 = crate::device::WARP_SIZE;
-const B: u32 = rows::BLOCK_GROUP;
+const B: u32 = rows::BLOCK_ROW_THREADS;
+const S: u32 = rows::BLOCK_GROUP;
 
 crate::kernels! {
     SOFTMAX_F32_WARP = softmax_f32_warp(SoftmaxParams<f32>) => run::<f32, 4, W, false>;
     SOFTMAX_F32_BLOCK = softmax_f32_block(SoftmaxParams<f32>) => run::<f32, 4, B, false>;
+    SOFTMAX_F32_BLOCK_SMALL = softmax_f32_block_small(SoftmaxParams<f32>) => run::<f32, 4, S, false>;
     SOFTMAX_F16_WARP = softmax_f16_warp(SoftmaxParams<F16>) => run::<F16, 8, W, false>;
     SOFTMAX_F16_BLOCK = softmax_f16_block(SoftmaxParams<F16>) => run::<F16, 8, B, false>;
+    SOFTMAX_F16_BLOCK_SMALL = softmax_f16_block_small(SoftmaxParams<F16>) => run::<F16, 8, S, false>;
     SOFTMAX_BF16_WARP = softmax_bf16_warp(SoftmaxParams<Bf16>) => run::<Bf16, 8, W, false>;
     SOFTMAX_BF16_BLOCK = softmax_bf16_block(SoftmaxParams<Bf16>) => run::<Bf16, 8, B, false>;
+    SOFTMAX_BF16_BLOCK_SMALL = softmax_bf16_block_small(SoftmaxParams<Bf16>) => run::<Bf16, 8, S, false>;
     LOG_SOFTMAX_F32_WARP = log_softmax_f32_warp(SoftmaxParams<f32>) => run::<f32, 4, W, true>;
     LOG_SOFTMAX_F32_BLOCK = log_softmax_f32_block(SoftmaxParams<f32>) => run::<f32, 4, B, true>;
+    LOG_SOFTMAX_F32_BLOCK_SMALL = log_softmax_f32_block_small(SoftmaxParams<f32>) => run::<f32, 4, S, true>;
     LOG_SOFTMAX_F16_WARP = log_softmax_f16_warp(SoftmaxParams<F16>) => run::<F16, 8, W, true>;
     LOG_SOFTMAX_F16_BLOCK = log_softmax_f16_block(SoftmaxParams<F16>) => run::<F16, 8, B, true>;
+    LOG_SOFTMAX_F16_BLOCK_SMALL = log_softmax_f16_block_small(SoftmaxParams<F16>) => run::<F16, 8, S, true>;
     LOG_SOFTMAX_BF16_WARP = log_softmax_bf16_warp(SoftmaxParams<Bf16>) => run::<Bf16, 8, W, true>;
     LOG_SOFTMAX_BF16_BLOCK = log_softmax_bf16_block(SoftmaxParams<Bf16>) => run::<Bf16, 8, B, true>;
+    LOG_SOFTMAX_BF16_BLOCK_SMALL = log_softmax_bf16_block_small(SoftmaxParams<Bf16>) => run::<Bf16, 8, S, true>;
     SOFTMAX_F32_SPLIT = softmax_f32_split(SoftmaxParams<f32>) => split_stats::<f32, 4>;
     SOFTMAX_F16_SPLIT = softmax_f16_split(SoftmaxParams<F16>) => split_stats::<F16, 8>;
     SOFTMAX_BF16_SPLIT = softmax_bf16_split(SoftmaxParams<Bf16>) => split_stats::<Bf16, 8>;
@@ -546,10 +544,13 @@ crate::kernels! {
     LOG_SOFTMAX_BACKWARD_BF16_BLOCK = log_softmax_backward_bf16_block(SoftmaxBackwardParams<Bf16>) => backward::<Bf16, 8, B, true>;
     CROSS_ENTROPY_F32_WARP = cross_entropy_f32_warp(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, W>;
     CROSS_ENTROPY_F32_BLOCK = cross_entropy_f32_block(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, B>;
+    CROSS_ENTROPY_F32_BLOCK_SMALL = cross_entropy_f32_block_small(CrossEntropyParams<f32>) => cross_entropy::<f32, 4, S>;
     CROSS_ENTROPY_F16_WARP = cross_entropy_f16_warp(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, W>;
     CROSS_ENTROPY_F16_BLOCK = cross_entropy_f16_block(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, B>;
+    CROSS_ENTROPY_F16_BLOCK_SMALL = cross_entropy_f16_block_small(CrossEntropyParams<F16>) => cross_entropy::<F16, 8, S>;
     CROSS_ENTROPY_BF16_WARP = cross_entropy_bf16_warp(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, W>;
     CROSS_ENTROPY_BF16_BLOCK = cross_entropy_bf16_block(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, B>;
+    CROSS_ENTROPY_BF16_BLOCK_SMALL = cross_entropy_bf16_block_small(CrossEntropyParams<Bf16>) => cross_entropy::<Bf16, 8, S>;
     CROSS_ENTROPY_F32_APPLY_SPLIT = cross_entropy_f32_apply_split(CrossEntropyParams<f32>) => cross_entropy_split_apply::<f32, 4>;
     CROSS_ENTROPY_F16_APPLY_SPLIT = cross_entropy_f16_apply_split(CrossEntropyParams<F16>) => cross_entropy_split_apply::<F16, 8>;
     CROSS_ENTROPY_BF16_APPLY_SPLIT = cross_entropy_bf16_apply_split(CrossEntropyParams<Bf16>) => cross_entropy_split_apply::<Bf16, 8>;
