@@ -17,14 +17,10 @@ pub struct KernelResources {
     pub spill_load_bytes: u32,
 }
 
-/// Kernels allowed a stack frame or spills, with the reason.
-pub const SPILL_ALLOWLIST: &[(&str, &str)] =
-    &[("attention_v03_wgmma_d256_bf16", D256_PRODUCER), ("attention_v03_wgmma_d256_f16", D256_PRODUCER)];
-
-const D256_PRODUCER: &str = "the TMA producer warpgroup (one thread issues the loads) runs out of its 40 registers: ptxas 12.9 \
-     stores two values to local memory once per thread before the warpgroups part and reloads them only in the producer's \
-     loop (16 B stack, 16 B spill stores, 28 B spill loads); the consumers need 232, and 384 threads get 168 x 384 = 64512 \
-     registers at launch, so 48 / 232, the split without spills, waited forever in setmaxnreg.inc on the H200 (2026-12-04)";
+/// Kernels allowed a stack frame or spills, with the reason: none today. (The last two, v03's
+/// head-dim-256 attention kernels, spilled two per-block values they held in registers through
+/// the loop; those now wait in shared memory.)
+pub const SPILL_ALLOWLIST: &[(&str, &str)] = &[];
 
 /// Finds an NVIDIA tool (`ptxas`, `nvdisasm`): `$FERROKERN_<TOOL>`, the project's `.tools`
 /// venv (scripts/setup.sh), a CUDA install, then `PATH`.

@@ -59,7 +59,10 @@
 //! instead of 128 + 64 + 32, which would not fit the consumers' 232 or 240). The producer
 //! gives registers back (`setmaxnreg.dec` to the producer count of
 //! [`WgmmaFlashTiling::regs`]) and the consumers take them (`setmaxnreg.inc`); the build
-//! declares one block per SM. `tests/ptxas.rs` prints the counts.
+//! declares one block per SM. `tests/ptxas.rs` prints the counts. What the consumers need
+//! only once per tile or once at the end (the key-tile count, the first output row, the query
+//! count) thread 0 writes to shared memory before the loop, and they read it from there: held
+//! in registers through the loop, those values were what ptxas 12.9 spilled at head dim 256.
 //!
 //! # Variable length (`VARLEN`)
 //! The packed batch (`[heads, total, D]`, sequence `b` from `cu_seqlens_q/k`) uses the same
@@ -178,13 +181,13 @@ impl WgmmaFlashTiling {
     pub const fn v_empty(self, s: u32) -> u32 {
         self.v_clean() + 8 + 8 * s
     }
-    /// Varlen v04: the sequence's first query row and its length (two u32), written before
-    /// the loop and read by the epilogue (see `run`).
+    /// The block's first output row (of its (batch, head) plane or its sequence) and its
+    /// query count (two u32), written before the loop and read by the epilogue (see `run`).
     pub const fn seqs(self) -> u32 {
         self.v_empty(self.stages)
     }
     pub const fn shared_bytes(self) -> u32 {
-        self.seqs() + 8
+        self.seqs() + 16
     }
     /// The TMA boxes, contiguous dimension first: Q `64 x BM`, K and V `64 x BN` (one plane).
     pub const fn q_box(self) -> [u32; 3] {
@@ -319,6 +322,17 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
         // Varlen: the grid covers the longest sequence; the whole block leaves (no barrier yet).
         return;
     }
+    let causal = p.causal != 0;
+    // Keys query `i` sees (bottom-right aligned when causal; rows past seq_q see all keys).
+    let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
+    let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
+    let tiles = limit(last_q).div_ceil(bn as usize) as u32;
+
+    // The block's first output row, its query count and its key tiles: written once below and
+    // read by the consumers' loop and epilogue from shared memory, not kept in registers
+    // through the loop (kept there, ptxas 12.9 spilled them: v04 varlen at head dim 128, v03 at
+    // head dim 256). The row fits u32: the output holds fewer than 2^32 rows of 128+ bytes.
+    let seqs = Shared::<u32>::at(cfg.seqs(), 3);
     let q_full = Mbarrier::at(cfg.q_full());
     let k_full = |s: u32| Mbarrier::at(cfg.k_full(s));
     let v_full = |s: u32| Mbarrier::at(cfg.v_full(s));
@@ -338,22 +352,13 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
             s += 1;
         }
         v_clean.init(4 * CONSUMERS);
-        if VARLEN && PINGPONG {
-            // v04 varlen: the epilogue's per-block values wait in shared memory, not in
-            // registers through the loop (ptxas 12.9 spilled them at head dim 128).
-            let seqs = Shared::<u32>::at(cfg.seqs(), 2);
-            seqs.store(0, q_first as u32);
-            seqs.store(1, seq_q as u32);
-        }
+        let row0 = if VARLEN { h * p.seq_q as usize + q_first } else { (b * p.heads as usize + h) * seq_q };
+        seqs.store(0, row0 as u32);
+        seqs.store(1, seq_q as u32);
+        seqs.store(2, tiles);
         fence_mbarrier_init();
     }
     sync_threads();
-
-    let causal = p.causal != 0;
-    // Keys query `i` sees (bottom-right aligned when causal; rows past seq_q see all keys).
-    let limit = |i: usize| -> usize { if causal { (i + seq_k + 1).saturating_sub(seq_q).min(seq_k) } else { seq_k } };
-    let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
-    let tiles = limit(last_q).div_ceil(bn as usize) as u32;
 
     if wg == CONSUMERS {
         setmaxnreg_dec(cfg.regs(VARLEN).producer);
@@ -521,7 +526,7 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     }
     // v03's loop: one wgmma group at a time, each waited for before the next step.
     let mut j = 0;
-    while !PINGPONG && j < tiles {
+    while !PINGPONG && j < seqs.load(2) {
         let (s, round) = (j % cfg.stages, j / cfg.stages);
         let start = (j * bn) as usize;
         // Every consumer waits for the tile, even one whose rows all skip it: its arrival on
@@ -555,17 +560,8 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     // Epilogue: normalize and store each thread's pairs (rows g, g + 8; columns 8 i + 2 t).
     let l = [mma::quad_sum(st.l[0]), mma::quad_sum(st.l[1])];
     let inv = [if l[0] > 0.0 { 1.0 / l[0] } else { 0.0 }, if l[1] > 0.0 { 1.0 / l[1] } else { 0.0 }];
-    // Varlen: the sequence's first row read again (v03: from `cu_seqlens_q`; v04: from the
-    // shared copy, with its length) rather than kept in registers through the loop: at head
-    // dim 256 (v03) and 128 (v04) those registers are ones the consumers do not have.
-    let seqs = Shared::<u32>::at(cfg.seqs(), 2);
-    let (q_row0, seq_q) = if VARLEN && PINGPONG {
-        (h * p.seq_q as usize + seqs.load(0) as usize, seqs.load(1) as usize)
-    } else if VARLEN {
-        (h * p.seq_q as usize + p.cu_seqlens_q.load(b) as usize, seq_q)
-    } else {
-        ((b * p.heads as usize + h) * seq_q, seq_q)
-    };
+    // The first output row and the query count, from their shared copies (see above).
+    let (q_row0, seq_q) = (seqs.load(0) as usize, seqs.load(1) as usize);
     let o = o.as_ref();
     unroll16!(r < 2 => {
         let qi = wq0 + g as usize + 8 * r;

@@ -3,9 +3,9 @@
 //!
 //! Everything but the main loop is v03's ([`super::v03_wgmma`]: the tiling, TMA producer,
 //! mbarrier ring, descriptors, softmax and epilogue; [`super::v03_wgmma::run`] with `PINGPONG`
-//! calls [`main_loop`] here). Head dims 64 and 128, dense and variable-length (varlen head dim
-//! 128 keeps the epilogue's sequence offset and length in shared memory: in registers through
-//! the loop, ptxas 12.9 spilled them). Not measured yet (no GPU run).
+//! calls [`main_loop`] here). Head dims 64 and 128, dense and variable-length (the epilogue's
+//! first row and query count wait in shared memory, as in v03: in registers through the loop,
+//! ptxas 12.9 spilled them at varlen head dim 128).
 //!
 //! # Why
 //! v03's floor analysis: at head dim 128 the exponentials of a tile take about half the time
