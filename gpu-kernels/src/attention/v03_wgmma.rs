@@ -181,8 +181,9 @@ impl WgmmaFlashTiling {
     pub const fn v_empty(self, s: u32) -> u32 {
         self.v_clean() + 8 + 8 * s
     }
-    /// The block's first output row (of its (batch, head) plane or its sequence) and its
-    /// query count (two u32), written before the loop and read by the epilogue (see `run`).
+    /// Three u32 that thread 0 writes before the loop: the block's first output row (of its
+    /// (batch, head) plane or its sequence) and query count, read by the epilogue, and its
+    /// key-tile count, read by v03's loop (see `run`).
     pub const fn seqs(self) -> u32 {
         self.v_empty(self.stages)
     }
@@ -328,10 +329,8 @@ pub fn run<T: MmaInput, H: HeadDim, const BUG: u32, const VARLEN: bool, const NS
     let last_q = (q0 + BM as usize - 1).min(seq_q - 1);
     let tiles = limit(last_q).div_ceil(bn as usize) as u32;
 
-    // The block's first output row, its query count and its key tiles: written once below and
-    // read by the consumers' loop and epilogue from shared memory, not kept in registers
-    // through the loop (kept there, ptxas 12.9 spilled them: v04 varlen at head dim 128, v03 at
-    // head dim 256). The row fits u32: the output holds fewer than 2^32 rows of 128+ bytes.
+    // Per-block values the consumers read from shared memory (module docs, "Registers"). The
+    // row fits u32: the output holds fewer than 2^32 rows of 128+ bytes.
     let seqs = Shared::<u32>::at(cfg.seqs(), 3);
     let q_full = Mbarrier::at(cfg.q_full());
     let k_full = |s: u32| Mbarrier::at(cfg.k_full(s));
