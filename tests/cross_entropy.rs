@@ -6,6 +6,7 @@
 mod common;
 
 use ferrokern::cross_entropy::{CrossEntropyInput, cross_entropy};
+use ferrokern::gpu_kernels::rows::SPLIT_SEGMENT;
 use ferrokern::rows::{RowStrategy, Rows, shared_capacity};
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
@@ -126,13 +127,18 @@ fn unchecked_targets_are_guarded_by_the_kernel() {
 
 #[test]
 fn split_vocabulary_matches_reference() {
-    // The bench's long-vocabulary shape (8 x 262144: split) and the split boundary's edges.
+    // The bench's long-vocabulary shape (8 x 262144: split, 32 segments of `SPLIT_SEGMENT`), the split
+    // boundary's edges, and 33 segments, one more than the warp that folds their statistics
+    // has lanes (the last one long enough that leaving it out fails the comparison).
     let mut n = 0;
     for ctx in common::backends("split_vocabulary") {
         for dtype in [DType::F32, DType::BF16] {
-            for (rows, cols, values) in
-                [(8, 262_144, Values::WithSpecials), (3, 32_769, Values::Huge), (87, 32_769, Values::Finite)]
-            {
+            for (rows, cols, values) in [
+                (8, 262_144, Values::WithSpecials),
+                (3, 32_769, Values::Huge),
+                (87, 32_769, Values::Finite),
+                (2, 32 * SPLIT_SEGMENT as usize + 5000, Values::Finite),
+            ] {
                 let shape = Rows::new(rows, cols);
                 assert_eq!(RowOp::CrossEntropy.auto_strategy(&ctx, dtype, shape), RowStrategy::Split);
                 let case =

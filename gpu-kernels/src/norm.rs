@@ -21,7 +21,8 @@
 //!
 //! The split strategy (few, long rows) runs blocks over [`crate::rows::SPLIT_SEGMENT`]-element
 //! segments of a row in two launches, with per-segment partial results in scratch, combined
-//! in segment order by every thread that needs them (no atomics, so bitwise deterministic):
+//! in a fixed order by every warp that needs them ([`warp_fold`]; no atomics, so bitwise
+//! deterministic):
 //! - forward: [`split_stats`] writes each segment's `(mean, M2)` (two-pass, from registers;
 //!   rmsnorm `(0, sum x^2)`); [`split_apply`] merges them (Chan et al.'s pairwise update),
 //!   writes `mean`/`rstd` (segment 0) and re-reads its segment to write `y`.
@@ -36,7 +37,7 @@
 //! groups in the launch (grid x rows per block; split: grid y). Split launches: grid x is
 //! `cols.div_ceil(segment)`, `stats` holds 2 words per (row, segment).
 
-use crate::device::reduce::Sum;
+use crate::device::reduce::{Moments, Sum, Sum2, warp_fold};
 use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, Shared, math};
 use crate::rows::{
@@ -570,28 +571,23 @@ pub fn split_stats<T: Element, const VEC: usize, const LAYER: bool>(p: NormParam
     }
 }
 
-/// The row's `(mean, variance)` from the split strategy's per-segment `(mean, M2)`, merged in
-/// segment order (Chan, Golub and LeVeque's pairwise update; rmsnorm's means are 0, so it
-/// adds the sums of squares).
+/// The row's `(mean, variance)` from the split strategy's per-segment `(mean, M2)`, merged by
+/// each warp ([`warp_fold`] of [`Moments`]: every thread of the row's blocks gets the same
+/// bits; rmsnorm's means are 0, so it adds the sums of squares).
 #[inline(always)]
 #[track_caller]
 fn split_moments(stats: &Global<f32>, row: usize, cols: usize, segment: usize) -> (f32, f32) {
     let segments = cols.div_ceil(segment);
-    let (mut n, mut mean, mut m2) = (0.0f32, 0.0f32, 0.0f32);
-    for s in 0..segments {
-        let nb = segment.min(cols - s * segment) as f32;
-        let (mb, m2b) = (stats.load((row * segments + s) * 2), stats.load((row * segments + s) * 2 + 1));
-        let nab = n + nb;
-        let delta = mb - mean;
-        mean = math::fma(delta, nb / nab, mean);
-        m2 = m2 + m2b + delta * delta * (n * (nb / nab));
-        n = nab;
-    }
-    (mean, m2 / cols as f32)
+    let m = warp_fold(segments, |s| Moments {
+        n: segment.min(cols - s * segment) as f32,
+        mean: stats.load((row * segments + s) * 2),
+        m2: stats.load((row * segments + s) * 2 + 1),
+    });
+    (m.mean, m.m2 / cols as f32)
 }
 
 /// Split forward, second launch: block `(segment, row)` merges the row's segment statistics
-/// (every thread, the same order), block 0 of the row saves `mean`/`rstd`, and the block
+/// (every warp, the same order), block 0 of the row saves `mean`/`rstd`, and the block
 /// re-reads its segment to write `y`.
 #[inline(always)]
 pub fn split_apply<T: Element, const VEC: usize, const LAYER: bool>(p: NormParams<T>) {
@@ -648,7 +644,7 @@ pub fn split_backward_stats<T: Element, const VEC: usize, const LAYER: bool>(p: 
 }
 
 /// Split backward, second launch: block `(segment, group)` walks rows `group, group + groups,
-/// ...` (groups = grid y): merges the row's segment sums in segment order, writes its
+/// ...` (groups = grid y): merges the row's segment sums (every warp, the same order), writes its
 /// segment of `dx`, and adds `dy xhat` (and `dy`) for its columns into registers; at the end
 /// it stores them into its group's partial row (`partial[group * width + column]`), which
 /// [`column_sum`] adds over groups. A thread owns the same columns in every row.
@@ -667,11 +663,9 @@ pub fn split_backward_apply<T: Element, const VEC: usize, const LAYER: bool>(p: 
     let mut db = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
     let mut row = group;
     while row < p.rows as usize {
-        let (mut sg, mut sgx) = (0.0f32, 0.0f32);
-        for s in 0..segments {
-            sg += p.stats.load((row * segments + s) * 2);
-            sgx += p.stats.load((row * segments + s) * 2 + 1);
-        }
+        let Sum2(sg, sgx) = warp_fold(segments, |s| {
+            Sum2(p.stats.load((row * segments + s) * 2), p.stats.load((row * segments + s) * 2 + 1))
+        });
         let (mean_g, mean_gx) = (sg * inv_cols, sgx * inv_cols);
         let mean = if LAYER { p.mean.load(row) } else { 0.0 };
         let rstd = p.rstd.load(row);

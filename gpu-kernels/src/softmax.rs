@@ -18,7 +18,7 @@
 //! # Safety
 //! As in [`crate::rows`]; `y` has `rows * cols` elements.
 
-use crate::device::reduce::{MaxNan, Reduce, SoftmaxStats, Sum};
+use crate::device::reduce::{MaxNan, Reduce, SoftmaxStats, Sum, warp_fold};
 use crate::device::thread::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, math};
 use crate::rows::{
@@ -234,7 +234,7 @@ pub fn split_stats<T: Element, const VEC: usize>(p: SoftmaxParams<T>) {
     }
 }
 
-/// Split strategy, second launch: every thread combines the row's segment statistics in the
+/// Split strategy, second launch: every warp combines the row's segment statistics in the
 /// same fixed order (so all agree, bit for bit), then the block writes its segment's outputs.
 #[inline(always)]
 pub fn split_apply<T: Element, const VEC: usize, const LOG: bool>(p: SoftmaxParams<T>) {
@@ -328,17 +328,15 @@ pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropy
     }
 }
 
-/// The row's statistics from the split strategy's per-segment pairs, combined in segment
-/// order by every thread (so all agree, bit for bit).
+/// The row's statistics from the split strategy's per-segment pairs, folded by each warp
+/// ([`warp_fold`]: every thread of every block of the row gets the same bits).
 #[inline(always)]
 #[track_caller]
 fn split_combine(partial: &Global<u32>, row: usize, segments: usize) -> SoftmaxStats {
-    let mut st = SoftmaxStats::identity();
-    for s in 0..segments {
+    warp_fold(segments, |s| {
         let at = (row * segments + s) * 2;
-        st = st.combine(SoftmaxStats { m: f32::from_bits(partial.load(at)), s: f32::from_bits(partial.load(at + 1)) });
-    }
-    st
+        SoftmaxStats { m: f32::from_bits(partial.load(at)), s: f32::from_bits(partial.load(at + 1)) }
+    })
 }
 
 /// Cross-entropy's split strategy, second launch (the first is softmax's [`split_stats`] over

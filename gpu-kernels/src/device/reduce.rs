@@ -7,7 +7,7 @@
 //! results are bitwise deterministic run to run.
 
 use super::thread::{block_dim_x, sync_threads, thread_idx_x};
-use super::warp::{FULL_MASK, shfl_xor_sync};
+use super::warp::{FULL_MASK, lane_id, shfl_idx_sync, shfl_xor_sync};
 use super::{Shared, WARP_SIZE, math};
 
 /// A reduction state: an associative combine plus a word encoding for shuffles and shared memory.
@@ -157,12 +157,111 @@ impl Reduce for SoftmaxStats {
     }
 }
 
+/// Two sums reduced together (one shuffle round for both).
+#[derive(Clone, Copy)]
+pub struct Sum2(pub f32, pub f32);
+
+impl Reduce for Sum2 {
+    const WORDS: u32 = 2;
+    #[inline(always)]
+    fn identity() -> Self {
+        Sum2(0.0, 0.0)
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        Sum2(self.0 + o.0, self.1 + o.1)
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.0.to_bits(), self.1.to_bits(), 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        Sum2(f32::from_bits(w[0]), f32::from_bits(w[1]))
+    }
+}
+
+/// The count, mean and sum of squared deviations (`M2`) of a set of values, merged with
+/// Chan, Golub and LeVeque's pairwise update. Not commutative bit for bit (the mean moves
+/// from `self` towards `o`).
+#[derive(Clone, Copy)]
+pub struct Moments {
+    pub n: f32,
+    pub mean: f32,
+    pub m2: f32,
+}
+
+impl Reduce for Moments {
+    const WORDS: u32 = 3;
+    #[inline(always)]
+    fn identity() -> Self {
+        Moments { n: 0.0, mean: 0.0, m2: 0.0 }
+    }
+    #[inline(always)]
+    fn combine(self, o: Self) -> Self {
+        // An empty side returns the other whole (0 / 0 would be NaN when both are empty).
+        if o.n == 0.0 {
+            return self;
+        }
+        if self.n == 0.0 {
+            return o;
+        }
+        let n = self.n + o.n;
+        let delta = o.mean - self.mean;
+        let mean = math::fma(delta, o.n / n, self.mean);
+        let m2 = self.m2 + o.m2 + delta * delta * (self.n * (o.n / n));
+        Moments { n, mean, m2 }
+    }
+    #[inline(always)]
+    fn to_words(self) -> [u32; 3] {
+        [self.n.to_bits(), self.mean.to_bits(), self.m2.to_bits()]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 3]) -> Self {
+        Moments { n: f32::from_bits(w[0]), mean: f32::from_bits(w[1]), m2: f32::from_bits(w[2]) }
+    }
+}
+
+/// Combines `n` states `at(0), ..., at(n - 1)` across a full warp: lane `l` folds
+/// `at(l), at(l + 32), ...` in order, the lanes are reduced by [`warp_reduce`], and every
+/// lane gets lane 0's result, so any warp of any block that folds the same states gets the
+/// same bits, whether or not `combine` is commutative. For the split strategies' second
+/// launch, where every block of a row needs the row's statistics from its segments'
+/// partials. Each thread used to fold all `n` itself: 128 segments (a million columns) in
+/// front of the 16 elements it then writes; the split forward ops ran at 0.09-0.18 of a
+/// copy there, f16 as slow as f32 (H200, 2026-12-04).
+#[inline(always)]
+#[track_caller]
+pub fn warp_fold<R: Reduce>(n: usize, at: impl Fn(usize) -> R) -> R {
+    let mut acc = R::identity();
+    let mut i = lane_id() as usize;
+    while i < n {
+        acc = acc.combine(at(i));
+        i += WARP_SIZE as usize;
+    }
+    let w = warp_reduce(acc).to_words();
+    let mut o = [0u32; 3];
+    for i in 0..R::WORDS as usize {
+        o[i] = shfl_idx_sync(FULL_MASK, w[i], 0);
+    }
+    R::from_words(o)
+}
+
 /// Reduces over the 32 lanes of a full warp; every lane gets the result.
 #[inline(always)]
 #[track_caller]
 pub fn warp_reduce<R: Reduce>(v: R) -> R {
+    warp_reduce_groups(v, WARP_SIZE)
+}
+
+/// Reduces over aligned groups of `width` lanes of a full warp (`width` a power of two, 1 to
+/// 32): lanes `k * width .. (k + 1) * width` reduce their own values, and each of them gets its
+/// group's result. Every lane of the warp must call it.
+#[inline(always)]
+#[track_caller]
+pub fn warp_reduce_groups<R: Reduce>(v: R, width: u32) -> R {
     let mut v = v;
-    let mut offset = WARP_SIZE / 2;
+    let mut offset = width / 2;
     while offset > 0 {
         let w = v.to_words();
         let mut o = [0u32; 3];
