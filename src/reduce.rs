@@ -9,7 +9,7 @@ use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::{SPLIT_FINAL_THREADS, SPLIT_SEGMENT};
+use gpu_kernels::rows::{MAX_ROW_BLOCKS, SPLIT_FINAL_THREADS, SPLIT_SEGMENT, WARP_BLOCK_THREADS, warp_row_lanes};
 
 /// Which reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +77,7 @@ fn launch<T: Float>(
         sum: GlobalMut::empty(),
         max: GlobalMut::empty(),
         argmax: GlobalMut::empty(),
+        lanes: warp_row_lanes(shape.cols, 16 / T::DTYPE.size()),
         segment: SPLIT_SEGMENT,
         partial: GlobalMut::empty(),
     };
@@ -95,7 +96,12 @@ fn launch<T: Float>(
         }
     };
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
+        if strategy == RowStrategy::Warp {
+            // A warp reduces 32 / lanes rows at a time.
+            let per_block = (WARP_BLOCK_THREADS / params.lanes) as usize;
+            cfg.grid = Dim3::x(shape.rows.div_ceil(per_block).clamp(1, MAX_ROW_BLOCKS as usize) as u32);
+        }
         return ctx.launch(pair[slot(strategy, &cfg, name)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 3;

@@ -73,6 +73,7 @@ fn block_kernels_sum_at_every_launch_size_and_refuse_others() {
             sum: out.as_view_mut().global_mut(),
             max: GlobalMut::empty(),
             argmax: GlobalMut::empty(),
+            lanes: 32,
             segment: 0,
             partial: GlobalMut::empty(),
         };
@@ -106,6 +107,63 @@ fn block_kernels_sum_at_every_launch_size_and_refuse_others() {
     }
 }
 
+/// The warp kernels with every group size `rows::warp_row_lanes` can give (1 to 32 threads
+/// per row, 32 / lanes rows per warp): from one block and from three, so the warps walk the
+/// rows in a grid-stride loop whose last pass has groups past the last row; on aligned
+/// 16-byte loads and on scalar ones. Lanes that do not tile a warp are refused by the kernel.
+#[test]
+fn warp_kernels_reduce_rows_at_every_group_size_and_refuse_others() {
+    use ferrokern::LaunchConfig;
+    use ferrokern::gpu_kernels::Dim3;
+    use ferrokern::gpu_kernels::device::GlobalMut;
+    use ferrokern::gpu_kernels::reduce::{ReduceParams, SUM_F32_WARP};
+    use ferrokern::gpu_kernels::rows::{BLOCK_SCRATCH_BYTES, WARP_BLOCK_THREADS};
+    let rows = 301usize;
+    let sum_with = |ctx: &Context, cols: usize, lanes: u32, grid: u32| -> Result<(Vec<f32>, Vec<f32>), Error> {
+        // Small integers: every order of summation gives the exact sum in f32.
+        let host: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0 + (i / cols % 5) as f32).collect();
+        let want: Vec<f32> = host.chunks(cols).map(|r| r.iter().sum()).collect();
+        let x = ctx.upload(&host)?;
+        let mut out = ctx.upload(&vec![f32::NAN; rows])?;
+        let p = ReduceParams {
+            rows: rows as u32,
+            cols: cols as u32,
+            vectorized: u32::from(cols.is_multiple_of(4)),
+            x: x.as_view().global(),
+            sum: out.as_view_mut().global_mut(),
+            max: GlobalMut::empty(),
+            argmax: GlobalMut::empty(),
+            lanes,
+            segment: 0,
+            partial: GlobalMut::empty(),
+        };
+        let cfg =
+            LaunchConfig { grid: Dim3::x(grid), block: Dim3::x(WARP_BLOCK_THREADS), shared_bytes: BLOCK_SCRATCH_BYTES };
+        ctx.launch(&SUM_F32_WARP, cfg, p)?;
+        Ok((out.to_host()?, want))
+    };
+    let mut n = 0;
+    for ctx in common::backends("warp_kernels_reduce_rows_at_every_group_size") {
+        // 100 columns: 25 aligned chunks (a thread has 1 to 25 of them); 23: scalar loads.
+        for cols in [100, 23] {
+            for lanes in [1, 2, 4, 8, 16, 32] {
+                for grid in [1, 3] {
+                    let (got, want) = sum_with(&ctx, cols, lanes, grid).unwrap();
+                    assert_eq!(got, want, "{cols} columns, {lanes} lanes per row, grid {grid} on {}", ctx.backend());
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("warp reductions: {n} launches exact");
+    for lanes in [0, 3, 64] {
+        match sum_with(&Context::emulator(), 100, lanes, 1) {
+            Err(Error::Emulator(e)) => assert!(e.to_string().contains("power of two from 1 to 32"), "{e}"),
+            other => panic!("sum_f32_warp with {lanes} lanes per row should fail, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn empty_rows_sum_to_zero_and_have_no_max() {
     let ctx = Context::emulator();
@@ -116,6 +174,56 @@ fn empty_rows_sum_to_zero_and_have_no_max() {
     let mut m = ctx.alloc::<f32>(3).unwrap();
     let e = ferrokern::reduce::max(&ctx, x.as_view(), Rows::new(3, 0), m.as_view_mut()).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+}
+
+/// Rows where a thread owns every count of chunks that `rows::stream_row` treats apart: 3
+/// (no unrolled round, then a 4-chunk tail whose last chunk is the row's partial one), 4
+/// (one round, no tail), 5, 7 (one round, then a 4-chunk tail) and 8 (two rounds), on exact
+/// rows and on ragged ones (a third of the group one chunk more, the next thread a partial
+/// chunk), aligned (16-byte loads) and misaligned (scalar loads), in the warp kernels, the
+/// 512-thread block kernels and (f32) the 64-thread small-block kernels.
+#[test]
+fn streamed_rows_match_reference_at_every_chunk_count() {
+    let mut shapes = Vec::new();
+    for dtype in DTYPES {
+        let vec = 16 / dtype.size();
+        for q in [3, 4, 5, 7, 8] {
+            for ragged in [false, true] {
+                for (strategy, group) in [(RowStrategy::Warp, 32), (RowStrategy::Block, 512)] {
+                    let extra = if ragged { vec * (group / 3) + vec - 1 } else { 0 };
+                    shapes.push((dtype, strategy, group, group * vec * q + extra));
+                }
+            }
+        }
+    }
+    // The small-block kernels: f32 rows of up to 1024 columns run on 64 threads, 4 chunks each.
+    shapes.push((DType::F32, RowStrategy::Block, 64, 64 * 4 * 3 + 4 * 21 + 3));
+    shapes.push((DType::F32, RowStrategy::Block, 64, 64 * 4 * 4));
+    let mut n = 0;
+    for ctx in common::backends("streamed_rows") {
+        for &(dtype, strategy, group, cols) in &shapes {
+            if strategy == RowStrategy::Block {
+                assert_eq!(strategy.launch_threads(cols) as usize, group, "{cols} columns");
+            }
+            for op in [RowOp::Sum, RowOp::Max, RowOp::Argmax] {
+                for offset in [0, 1] {
+                    let case = RowCase {
+                        op,
+                        dtype,
+                        shape: Rows::new(2, cols),
+                        seed: (cols + offset) as u64,
+                        offset,
+                        values: Values::Finite,
+                        strategy: Some(strategy),
+                    };
+                    let r = verify::rows(&ctx, &case).unwrap();
+                    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+                    n += 1;
+                }
+            }
+        }
+    }
+    println!("streamed reductions: {n} cases passed");
 }
 
 #[test]

@@ -2,17 +2,20 @@
 //! `argmax` (first index of the maximum; NaN counts as the maximum, as in `torch.argmax`).
 //!
 //! # Thread mapping
-//! The row engine's ([`crate::rows`]): a warp or a block per row, each thread accumulating its
-//! chunks in registers, then one group reduction. One pass over the input, no caching needed.
+//! The row engine's ([`crate::rows`]), each thread accumulating its chunks in registers
+//! ([`rows::stream_row`]: four 16-byte loads in flight), then one group reduction. One pass
+//! over the input, no caching needed. A block per row for long rows; short rows (the warp
+//! kernels) take a group of 1 to 32 lanes each ([`rows::warp_row_lanes`]), so one warp
+//! reduces several rows at a time.
 //!
 //! # Safety
 //! As in [`crate::rows`]; the output for each op has `rows` elements.
 
-use crate::device::reduce::warp_reduce;
 use crate::device::reduce::{ArgMax, MaxNan, Reduce, Sum};
-use crate::device::thread::{block_idx_x, thread_idx_x};
+use crate::device::reduce::{warp_reduce, warp_reduce_groups};
+use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, WARP_SIZE};
-use crate::rows::{self, BLOCK_ROW_THREADS, assign, group_reduce, load_chunk};
+use crate::rows::{self, BLOCK_ROW_THREADS, assign, group_reduce};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +30,9 @@ pub struct ReduceParams<T> {
     pub max: GlobalMut<T>,
     /// `argmax`'s output; empty for the other ops.
     pub argmax: GlobalMut<u32>,
+    /// Warp kernels only: threads per row ([`rows::warp_row_lanes`]: a power of two, 1 to
+    /// 32); a warp reduces `32 / lanes` rows at a time.
+    pub lanes: u32,
     /// Split strategy only: elements per segment, and per-(row, segment) partial states
     /// (3 words each) in scratch.
     pub segment: u32,
@@ -96,31 +102,72 @@ impl RowReduction for ArgMaxOp {
     }
 }
 
-/// The body of every reduction kernel: `VEC` elements per chunk, `G` threads per row.
+/// The body of every reduction kernel: `VEC` elements per chunk, `G` threads per row (the
+/// warp kernels: `p.lanes`, see [`run_warp`]).
 #[inline(always)]
 pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: ReduceParams<T>) {
+    if G == WARP_SIZE {
+        return run_warp::<Op, T, VEC>(p);
+    }
     let (mut row, stride, lane) = assign::<G>();
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
-    let nchunks = rows::chunks(cols, VEC);
     while row < p.rows as usize {
-        let base = row * cols;
         let mut acc = <Op::State as Reduce>::identity();
-        let mut c = lane as usize;
-        while c < nchunks {
-            let v = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
+        let g = rows::group_threads::<G>();
+        rows::stream_row::<T, VEC>(&p.x, row * cols, cols, lane as usize, g, vectorized, |start, v, n| {
             for (k, &x) in v.iter().enumerate() {
-                if c * VEC + k < cols {
-                    acc = Op::push(acc, x, (c * VEC + k) as u32);
+                if k < n {
+                    acc = Op::push(acc, x, (start + k) as u32);
                 }
             }
-            c += rows::group_threads::<G>();
-        }
+        });
         let total = group_reduce::<Op::State, G>(acc);
         if lane == 0 {
             Op::store(&p, row, total);
         }
         row += stride;
+    }
+}
+
+/// The warp kernels' body: groups of `p.lanes` threads per row, so a warp reduces
+/// `32 / lanes` adjacent rows at a time, and the warps walk the rows in a grid-stride loop
+/// that is the same for all 32 lanes (the group reduction's shuffles need the whole warp; a
+/// group past the last row loads nothing and stores nothing).
+#[inline(always)]
+fn run_warp<Op: RowReduction, T: Element, const VEC: usize>(p: ReduceParams<T>) {
+    let lanes = p.lanes as usize;
+    if lanes == 0 || lanes > WARP_SIZE as usize || !lanes.is_power_of_two() {
+        // A launcher bug (rows::warp_row_lanes gives the count): a group must tile the warp.
+        panic!("a warp reduction's lanes per row must be a power of two from 1 to 32");
+    }
+    let tid = thread_idx_x() as usize;
+    let warp_lane = tid % WARP_SIZE as usize;
+    let (group, lane) = (warp_lane / lanes, warp_lane % lanes);
+    let rows_per_warp = WARP_SIZE as usize / lanes;
+    let warps_per_block = block_dim_x() as usize / WARP_SIZE as usize;
+    let warp = block_idx_x() as usize * warps_per_block + tid / WARP_SIZE as usize;
+    let stride = grid_dim_x() as usize * warps_per_block * rows_per_warp;
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    let vectorized = p.vectorized != 0;
+    let mut first = warp * rows_per_warp;
+    while first < rows {
+        let row = first + group;
+        let mut acc = <Op::State as Reduce>::identity();
+        if row < rows {
+            rows::stream_row::<T, VEC>(&p.x, row * cols, cols, lane, lanes, vectorized, |start, v, n| {
+                for (k, &x) in v.iter().enumerate() {
+                    if k < n {
+                        acc = Op::push(acc, x, (start + k) as u32);
+                    }
+                }
+            });
+        }
+        let total = warp_reduce_groups(acc, lanes as u32);
+        if lane == 0 && row < rows {
+            Op::store(&p, row, total);
+        }
+        first += stride;
     }
 }
 
@@ -133,16 +180,21 @@ pub fn split_partial<Op: RowReduction, T: Element, const VEC: usize>(p: ReducePa
     let vectorized = p.vectorized != 0;
     let tid = thread_idx_x() as usize;
     let mut acc = <Op::State as Reduce>::identity();
-    let mut c = tid;
-    while c < rows::chunks(len, VEC) {
-        let v = load_chunk::<T, VEC>(&p.x, row * cols + start, len, c, vectorized, 0.0);
-        for (k, &x) in v.iter().enumerate() {
-            if c * VEC + k < len {
-                acc = Op::push(acc, x, (start + c * VEC + k) as u32);
+    rows::stream_row::<T, VEC>(
+        &p.x,
+        row * cols + start,
+        len,
+        tid,
+        BLOCK_ROW_THREADS as usize,
+        vectorized,
+        |first, v, n| {
+            for (k, &x) in v.iter().enumerate() {
+                if k < n {
+                    acc = Op::push(acc, x, (start + first + k) as u32);
+                }
             }
-        }
-        c += BLOCK_ROW_THREADS as usize;
-    }
+        },
+    );
     let total = group_reduce::<Op::State, { BLOCK_ROW_THREADS }>(acc);
     if tid == 0 {
         let w = total.to_words();
