@@ -35,7 +35,7 @@ fn main() {
         let ptx = build_arch(&cargo, &root, &target_root.join("ferrokern-ptx").join(arch), arch, features);
         let dest = out.join(format!("gpu_kernels.{arch}.ptx"));
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {} failed: {e}", ptx.display()));
-        let bounded = add_launch_bounds(&text).unwrap_or_else(|e| panic!("{arch} PTX: {e}"));
+        let bounded = add_launch_bounds(&text, arch).unwrap_or_else(|e| panic!("{arch} PTX: {e}"));
         std::fs::write(&dest, bounded).unwrap_or_else(|e| panic!("writing {} failed: {e}", dest.display()));
         table.push_str(&format!(
             "    (\"{arch}\", include_str!(concat!(env!(\"OUT_DIR\"), \"/gpu_kernels.{arch}.ptx\"))),\n"
@@ -86,14 +86,14 @@ fn build_arch(cargo: &str, root: &Path, target_dir: &Path, arch: &str, features:
     ptx
 }
 
-/// Declares launch bounds to ptxas for the kernels that ask for them
+/// Declares launch bounds to ptxas for the kernels that ask for them in `arch`'s PTX
 /// (`gpu_kernels::launch_min_blocks`): `.maxntid T, 1, 1` from `gpu_kernels::launch_threads`
 /// (the host refuses a larger block) and `.minnctapersm B`. Together they fix the register
 /// count at entry, which `setmaxnreg` needs (without them ptxas ignores it: C7508). rustc's
 /// NVPTX backend has no attribute for these directives, hence this pass over its output.
 /// Other kernels get none: with `.maxntid` alone ptxas capped registers below what those
 /// kernels use today and spilled in several (softmax, paged decode v01, attention v02 d64).
-fn add_launch_bounds(ptx: &str) -> Result<String, String> {
+fn add_launch_bounds(ptx: &str, arch: &str) -> Result<String, String> {
     let mut out = String::with_capacity(ptx.len() + 64 * 1024);
     let mut pending: Option<String> = None;
     for line in ptx.lines() {
@@ -106,7 +106,7 @@ fn add_launch_bounds(ptx: &str) -> Result<String, String> {
             }
         } else if line.trim() == "{"
             && let Some(name) = pending.take()
-            && let Some(blocks) = gpu_kernels::launch_min_blocks(&name)
+            && let Some(blocks) = gpu_kernels::launch_min_blocks(&name, arch)
         {
             let threads = gpu_kernels::launch_threads(&name).ok_or_else(|| {
                 format!("kernel {name} has no block size: add it to its family's launch_threads (gpu_kernels::launch_threads)")

@@ -127,11 +127,15 @@ pub fn launch_threads(name: &str) -> Option<u32> {
         .or_else(|| selftest::launch_threads(name))
 }
 
-/// Blocks per SM that kernel `name` must fit, declared to ptxas as `.minnctapersm` together
-/// with `.maxntid` ([`launch_threads`]); None: no launch bounds at all. Kernels that move
-/// registers between warpgroups with `setmaxnreg` need them: they fix the register count at
-/// entry (65536 / (threads x blocks), rounded down to 8).
+/// Blocks per SM that kernel `name` must fit in its PTX for `arch` (`"sm_80"`, `"sm_90a"`,
+/// ...), declared to ptxas as `.minnctapersm` together with `.maxntid` ([`launch_threads`]);
+/// None: no launch bounds at all. Kernels that move registers between warpgroups with
+/// `setmaxnreg` need them: they fix the register count at entry (65536 / (threads x
+/// blocks), rounded down to 8). Some row kernels use them to cap their registers so more
+/// blocks share an SM ([`rows::SMALL_BLOCK_BOUNDED`]).
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn launch_min_blocks(name: &str) -> Option<u32> {
-    gemm_tc::launch_min_blocks(name).or_else(|| attention::launch_min_blocks(name))
+pub fn launch_min_blocks(name: &str, arch: &str) -> Option<u32> {
+    gemm_tc::launch_min_blocks(name)
+        .or_else(|| attention::launch_min_blocks(name))
+        .or_else(|| rows::launch_min_blocks(name, arch))
 }

@@ -80,8 +80,11 @@
 //!
 //! So a 256-thread softmax block takes up to 29440 registers: two blocks per SM, not the
 //! three that a constant-256 body would allow (69-72 registers on sm_90, measured offline on
-//! 2026-12-04). Constant bodies per small size (64, 128, 256) are the next step, to be
-//! measured on the GPU against these.
+//! 2026-12-04). The kernels in [`SMALL_BLOCK_BOUNDED`] (softmax and log_softmax f32) and,
+//! from sm_90 on, [`SMALL_BLOCK_BOUNDED_SM90`] (softmax f16/bf16) are now declared to ptxas
+//! for three 256-thread blocks per SM and fit 80 registers without spilling; the others in
+//! the table's small column spilled at 80 and are unbounded. Not yet measured on the GPU;
+//! constant bodies per small size are the alternative.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -322,6 +325,33 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     } else {
         None
     }
+}
+
+/// Blocks per SM declared to ptxas ([`launch_min_blocks`]) for the small-block kernels in
+/// [`SMALL_BLOCK_BOUNDED`]: three 256-thread blocks, so at most 80 registers per thread.
+pub const SMALL_BLOCK_MIN_BLOCKS: u32 = 3;
+
+/// The small-block kernels built for [`SMALL_BLOCK_MIN_BLOCKS`] blocks per SM on every arch.
+/// Unbounded, ptxas gave the small-block softmax kernels 89-115 registers (sm_90a,
+/// 2026-12-06): two 256-thread blocks per SM, two rows of 4096 columns in flight, and
+/// softmax ran at 0.45 of a copy there (f16: 0.34; H200, 2026-12-04). Capped at 80 these
+/// assemble without spills on sm_80, sm_90 and sm_90a (the CI's ptxas gate checks it); the
+/// other small-block kernels spilled at 80 on sm_90a (log_softmax f16/bf16 4 B,
+/// cross_entropy 4-8 B, the norms 36-400 B) and stay unbounded.
+pub const SMALL_BLOCK_BOUNDED: &[&str] = &["softmax_f32_block_small", "log_softmax_f32_block_small"];
+
+/// As [`SMALL_BLOCK_BOUNDED`], on sm_90 and newer only: at 80 registers these spilled 4 B
+/// on sm_80 (ptxas 12.9, 2026-12-06), none on sm_90/sm_90a.
+pub const SMALL_BLOCK_BOUNDED_SM90: &[&str] = &["softmax_f16_block_small", "softmax_bf16_block_small"];
+
+/// Blocks per SM that row kernel `name` must fit when built for `arch` (see
+/// `crate::launch_min_blocks`).
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_min_blocks(name: &str, arch: &str) -> Option<u32> {
+    let sm90 =
+        arch.strip_prefix("sm_").and_then(|v| v.trim_end_matches('a').parse::<u32>().ok()).is_some_and(|v| v >= 90);
+    let bounded = SMALL_BLOCK_BOUNDED.contains(&name) || (sm90 && SMALL_BLOCK_BOUNDED_SM90.contains(&name));
+    bounded.then_some(SMALL_BLOCK_MIN_BLOCKS)
 }
 
 /// The `G` of the small-block kernels (`*_block_small`): the row's group is the whole block,
