@@ -5,11 +5,13 @@
 //! mismatch. `rows = 0` does nothing; `cols = 0` gives sums of 0 and is an error for max and
 //! argmax (there is no maximum of nothing). Kernels: `gpu-kernels/src/reduce.rs`.
 
-use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
+use crate::rows::{
+    RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized, warp_launch_config,
+};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::{MAX_ROW_BLOCKS, SPLIT_FINAL_THREADS, SPLIT_SEGMENT, WARP_BLOCK_THREADS, warp_row_lanes};
+use gpu_kernels::rows::{SPLIT_FINAL_THREADS, SPLIT_SEGMENT, warp_row_lanes};
 
 /// Which reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,12 +98,10 @@ fn launch<T: Float>(
         }
     };
     if strategy != RowStrategy::Split {
-        let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
-        if strategy == RowStrategy::Warp {
-            // A warp reduces 32 / lanes rows at a time.
-            let per_block = (WARP_BLOCK_THREADS / params.lanes) as usize;
-            cfg.grid = Dim3::x(shape.rows.div_ceil(per_block).clamp(1, MAX_ROW_BLOCKS as usize) as u32);
-        }
+        let cfg = match strategy {
+            RowStrategy::Warp => warp_launch_config(shape, params.lanes),
+            _ => launch_config(strategy, shape, T::DTYPE.size()),
+        };
         return ctx.launch(pair[slot(strategy, &cfg, name)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 3;

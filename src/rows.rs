@@ -6,7 +6,9 @@ use gpu_kernels::Dim3;
 use gpu_kernels::KernelDef;
 use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::{BLOCK_ROW_THREADS, MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET};
+use gpu_kernels::rows::{
+    BLOCK_ROW_THREADS, MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET, WARP_BLOCK_THREADS,
+};
 pub use gpu_kernels::rows::{RowPlan, RowStrategy};
 use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxBackwardParams, SoftmaxParams};
 
@@ -72,12 +74,27 @@ pub fn vectorized<T: Scalar>(cols: usize, addrs: &[usize]) -> bool {
 /// The launch shape for `shape` with `strategy` over `elem`-byte elements (the shared
 /// strategy's dynamic shared memory holds one row).
 pub fn launch_config(strategy: RowStrategy, shape: Rows, elem: usize) -> LaunchConfig {
-    let blocks = shape.rows.div_ceil(strategy.rows_per_block() as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32;
     LaunchConfig {
-        grid: Dim3::x(blocks),
+        grid: row_grid(shape.rows, strategy.rows_per_block()),
         block: Dim3::x(strategy.launch_threads(shape.cols)),
         shared_bytes: strategy.shared_bytes(shape.cols, elem),
     }
+}
+
+/// The launch shape of a warp-strategy kernel whose rows take `lanes` threads each (the
+/// reductions' [`gpu_kernels::rows::warp_row_lanes`]): a block then holds
+/// `WARP_BLOCK_THREADS / lanes` rows at a time.
+pub fn warp_launch_config(shape: Rows, lanes: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: row_grid(shape.rows, WARP_BLOCK_THREADS / lanes),
+        ..launch_config(RowStrategy::Warp, shape, 0)
+    }
+}
+
+/// Blocks for `rows` rows at `per_block` rows per block at a time, at most [`MAX_ROW_BLOCKS`]
+/// (the kernels walk the rest in a grid-stride loop).
+fn row_grid(rows: usize, per_block: u32) -> Dim3 {
+    Dim3::x(rows.div_ceil(per_block as usize).clamp(1, MAX_ROW_BLOCKS as usize) as u32)
 }
 
 /// Dynamic shared memory one block may use for a row op on `ctx`: the device's opt-in limit,
