@@ -402,7 +402,8 @@ pub fn group_reduce<R: Reduce, const G: u32>(v: R) -> R {
 }
 
 /// Loads chunk `c` of the row starting at element `base`, as f32; elements past `cols` read as
-/// `fill`. One 128-bit load on the vectorized path, scalar loads otherwise.
+/// `fill` (a value the storage type holds exactly: the kernels pass 0 and -inf). One 128-bit
+/// load on the vectorized path, scalar loads otherwise.
 #[inline(always)]
 #[track_caller]
 pub fn load_chunk<T: Element, const VEC: usize>(
@@ -413,21 +414,27 @@ pub fn load_chunk<T: Element, const VEC: usize>(
     vectorized: bool,
     fill: f32,
 ) -> [f32; VEC] {
-    let start = c * VEC;
-    let mut v = [fill; VEC];
-    if vectorized && start + VEC <= cols {
-        let raw = x.load_chunk::<VEC>((base + start) / VEC);
-        for k in 0..VEC {
-            v[k] = raw[k].to_f32();
-        }
-    } else {
-        for (k, slot) in v.iter_mut().enumerate() {
-            if start + k < cols {
-                *slot = x.load(base + start + k).to_f32();
-            }
-        }
+    widen(load_raw_chunk::<T, VEC>(x, base, cols, c, vectorized, T::from_f32(fill)))
+}
+
+/// A chunk in the storage type, as f32.
+#[inline(always)]
+pub fn widen<T: Element, const VEC: usize>(raw: [T; VEC]) -> [f32; VEC] {
+    let mut v = [0.0f32; VEC];
+    for k in 0..VEC {
+        v[k] = raw[k].to_f32();
     }
     v
+}
+
+/// A chunk of f32 values, rounded to the storage type.
+#[inline(always)]
+pub fn narrow<T: Element, const VEC: usize>(v: [f32; VEC]) -> [T; VEC] {
+    let mut raw = [T::from_f32(0.0); VEC];
+    for k in 0..VEC {
+        raw[k] = T::from_f32(v[k]);
+    }
+    raw
 }
 
 /// Stores chunk `c` of the row starting at `base`; elements past `cols` are not written.
@@ -443,11 +450,7 @@ pub fn store_chunk<T: Element, const VEC: usize>(
 ) {
     let start = c * VEC;
     if vectorized && start + VEC <= cols {
-        let mut raw = [T::from_f32(0.0); VEC];
-        for k in 0..VEC {
-            raw[k] = T::from_f32(v[k]);
-        }
-        y.store_chunk::<VEC>((base + start) / VEC, raw);
+        y.store_chunk::<VEC>((base + start) / VEC, narrow(v));
     } else {
         for (k, &val) in v.iter().enumerate() {
             if start + k < cols {
@@ -472,13 +475,6 @@ macro_rules! for_each_cached_chunk {
     }};
 }
 
-/// Chunk loads [`stream_row`] issues before it uses any: 4 x 16 bytes in flight per thread.
-pub const STREAM_UNROLL: usize = 4;
-const _: () = assert!(
-    STREAM_UNROLL == 4,
-    "stream_row unrolls with for_each_cached_chunk and its tail names the offsets 0, g, 2g, 3g"
-);
-
 /// Calls `f(start, values, n)` on this thread's chunks (`lane, lane + g, ...`, in index order,
 /// `g` the threads of the row's group) of the row of `cols` elements at `base`: `values[..n]`
 /// are elements `start..start + n` as f32 (`n < VEC` only in the row's last chunk; the rest
@@ -487,10 +483,9 @@ const _: () = assert!(
 /// For ops that read a row once (the reductions). One 16-byte load per step, used by the next
 /// step's math, keeps one load in flight per thread: 16-bit rows, whose threads need more
 /// registers than f32's and so fit fewer per SM, ran at 0.70-0.79 of a copy where f32 ran at
-/// 0.98 (H200, 2026-12-04). So aligned rows issue [`STREAM_UNROLL`] loads, then convert and
-/// call `f` on each: an unguarded loop while all of them are whole chunks, then one guarded
-/// round for the (at most 3) whole chunks left, then the row's partial chunk (scalar loads)
-/// in the thread that owns it. Unaligned rows take scalar loads, one chunk at a time.
+/// 0.98 (H200, 2026-12-04). So, as [`fill_shared`] does, each round loads up to
+/// [`MAX_CACHE_CHUNKS`] chunks before it uses any: 64 bytes in flight per thread. The loads
+/// are 16-byte only, so that no round carries a scalar fallback in its registers.
 #[inline(always)]
 #[track_caller]
 pub fn stream_row<T: Element, const VEC: usize>(
@@ -502,63 +497,44 @@ pub fn stream_row<T: Element, const VEC: usize>(
     vectorized: bool,
     mut f: impl FnMut(usize, &[f32; VEC], usize),
 ) {
-    let nchunks = chunks(cols, VEC);
-    let mut c = lane;
-    if !vectorized {
-        while c < nchunks {
-            let v = load_chunk::<T, VEC>(x, base, cols, c, false, 0.0);
-            f(c * VEC, &v, VEC.min(cols - c * VEC));
-            c += g;
-        }
-        return;
-    }
-    let whole = cols / VEC;
+    // Whole chunks of an aligned row: rounds of up to MAX_CACHE_CHUNKS 16-byte loads. `full`
+    // (every chunk of the round exists) is redundant with the per-chunk guards, but without it
+    // ptxas used chunk 0 before it issued the other three loads (sm_90a SASS, 2026-12-06).
+    let whole = if vectorized { cols / VEC } else { 0 };
     let zero = T::from_f32(0.0);
-    let convert = |raw: &[T; VEC]| {
-        let mut v = [0.0f32; VEC];
-        for k in 0..VEC {
-            v[k] = raw[k].to_f32();
-        }
-        v
-    };
-    while c + (STREAM_UNROLL - 1) * g < whole {
-        let mut raw = [[zero; VEC]; STREAM_UNROLL];
-        crate::for_each_cached_chunk!(j < STREAM_UNROLL => {
-            raw[j] = x.load_chunk::<VEC>((base + (c + j * g) * VEC) / VEC);
+    let mut c0 = lane;
+    while c0 < whole {
+        let full = c0 + (MAX_CACHE_CHUNKS - 1) * g < whole;
+        let mut raw = [[zero; VEC]; MAX_CACHE_CHUNKS];
+        crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
+            if full || c0 + j * g < whole {
+                raw[j] = x.load_chunk::<VEC>((base + (c0 + j * g) * VEC) / VEC);
+            }
         });
-        crate::for_each_cached_chunk!(j < STREAM_UNROLL => {
-            f((c + j * g) * VEC, &convert(&raw[j]), VEC);
+        crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
+            if full || c0 + j * g < whole {
+                f((c0 + j * g) * VEC, &widen(raw[j]), VEC);
+            }
         });
-        c += STREAM_UNROLL * g;
+        c0 += MAX_CACHE_CHUNKS * g;
     }
-    // At most STREAM_UNROLL - 1 whole chunks are left (c + 3g >= whole), then the row's
-    // partial chunk if this thread owns it: chunk `whole`, one of c, c + g, c + 2g, c + 3g.
-    let mut raw = [[zero; VEC]; STREAM_UNROLL];
-    crate::for_each_cached_chunk!(j < STREAM_UNROLL - 1 => {
-        if c + j * g < whole {
-            raw[j] = x.load_chunk::<VEC>((base + (c + j * g) * VEC) / VEC);
-        }
-    });
-    crate::for_each_cached_chunk!(j < STREAM_UNROLL - 1 => {
-        if c + j * g < whole {
-            f((c + j * g) * VEC, &convert(&raw[j]), VEC);
-        }
-    });
-    let rest = cols - whole * VEC;
-    let d = whole.wrapping_sub(c);
-    if rest > 0 && (d == 0 || d == g || d == 2 * g || d == 3 * g) {
-        f(whole * VEC, &load_chunk::<T, VEC>(x, base, cols, whole, false, 0.0), rest);
+    // The rest, scalar loads one chunk at a time: the row's partial last chunk, or every chunk
+    // of an unaligned row. This thread's first chunk at or past `whole`:
+    let mut c = if lane < whole { lane + (whole - lane).div_ceil(g) * g } else { lane };
+    while c < chunks(cols, VEC) {
+        f(c * VEC, &load_chunk::<T, VEC>(x, base, cols, c, false, 0.0), VEC.min(cols - c * VEC));
+        c += g;
     }
 }
 
 /// Threads per row of the warp reduction kernels over rows of `cols` elements (`vec` per
 /// chunk): the fewest, a power of two up to 32, that leave no thread more than
-/// [`STREAM_UNROLL`] chunks, so that a warp reduces `32 / lanes` rows at a time. With a whole
+/// [`MAX_CACHE_CHUNKS`] chunks (one [`stream_row`] round), so that a warp reduces `32 / lanes` rows at a time. With a whole
 /// warp per row, a 128-column f16 row (16 chunks) left half the lanes idle and one 16-byte load
 /// in flight per busy thread: sum ran at 0.39 of a copy there, f32 (32 chunks) at 0.90 (H200,
 /// 2026-12-04). With 4 threads per row, every thread issues 4 loads at once.
 pub const fn warp_row_lanes(cols: usize, vec: usize) -> u32 {
-    let t = chunks(cols, vec).div_ceil(STREAM_UNROLL).next_power_of_two();
+    let t = chunks(cols, vec).div_ceil(MAX_CACHE_CHUNKS).next_power_of_two();
     if t > WARP_SIZE as usize { WARP_SIZE } else { t as u32 }
 }
 
@@ -641,11 +617,7 @@ pub fn fill_shared<T: Element, const VEC: usize, const G: u32>(
             let c = c0 + j * group_threads::<G>();
             if c < nchunks {
                 cache.store_chunk::<T, VEC>(c as u32, raw[j]);
-                let mut v = [0.0f32; VEC];
-                for k in 0..VEC {
-                    v[k] = raw[j][k].to_f32();
-                }
-                f(c, v);
+                f(c, widen(raw[j]));
             }
         });
         c0 += MAX_CACHE_CHUNKS * group_threads::<G>();
@@ -665,12 +637,7 @@ pub fn visit_shared<T: Element, const VEC: usize, const G: u32>(
     let cache = shared_row(nchunks);
     let mut c = lane;
     while c < nchunks {
-        let raw = cache.load_chunk::<T, VEC>(c as u32);
-        let mut v = [0.0f32; VEC];
-        for k in 0..VEC {
-            v[k] = raw[k].to_f32();
-        }
-        f(c, v);
+        f(c, widen(cache.load_chunk::<T, VEC>(c as u32)));
         c += group_threads::<G>();
     }
 }
