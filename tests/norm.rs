@@ -6,7 +6,7 @@
 
 mod common;
 
-use ferrokern::norm::{MAX_BACKWARD_GROUPS, NormGrad, NormInput, layernorm, layernorm_backward};
+use ferrokern::norm::{MAX_BACKWARD_GROUPS, NormGrad, NormInput, layernorm, layernorm_backward, layernorm_with};
 use ferrokern::rows::{RowStrategy, Rows};
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
@@ -135,6 +135,59 @@ fn layernorm_output_has_mean_zero_and_variance_one() {
         let v: f64 = row.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / cols as f64;
         assert!(m.abs() < 1e-5, "row {r}: mean {m}");
         assert!((v - 1.0).abs() < 1e-4, "row {r}: variance {v}");
+    }
+}
+
+/// Every element of layernorm's `y` is computed from the `mean` and `rstd` the op saves, bit
+/// for bit (`y = fma((x - mean) * rstd, gamma, beta)` in f32), on every strategy and path:
+/// the threads of a row each merge the group's moments themselves, and a merge that is not
+/// symmetric (the device crate's `Moments`) would leave lanes of one row
+/// with means an ulp apart.
+#[test]
+fn layernorm_output_uses_the_saved_statistics_bit_for_bit() {
+    for ctx in common::backends("layernorm_output_uses_the_saved_statistics") {
+        for (strategy, rows, cols) in [
+            (RowStrategy::Warp, 64, 300),
+            (RowStrategy::Block, 16, 4097),
+            // Past the block's registers: streamed, then cached in shared memory.
+            (RowStrategy::Block, 4, 9000),
+            (RowStrategy::Shared, 4, 9000),
+            (RowStrategy::Split, 2, 40_000),
+        ] {
+            let n = rows * cols;
+            // A large offset against a small spread: merged means round differently by order.
+            let x: Vec<f32> =
+                (0..n).map(|i| 1000.0 + (i / cols) as f32 + ((i * 2654435761) % 10007) as f32 * 0.0371).collect();
+            let g: Vec<f32> = (0..cols).map(|i| 0.5 + ((i * 7919) % 101) as f32 * 0.01).collect();
+            let b: Vec<f32> = (0..cols).map(|i| ((i * 104729) % 103) as f32 * 0.01 - 0.5).collect();
+            let (xb, gb, bb) = (ctx.upload(&x).unwrap(), ctx.upload(&g).unwrap(), ctx.upload(&b).unwrap());
+            let mut y = ctx.alloc::<f32>(n).unwrap();
+            let (mut mean, mut rstd) = (ctx.alloc::<f32>(rows).unwrap(), ctx.alloc::<f32>(rows).unwrap());
+            let input = NormInput {
+                x: xb.as_view(),
+                gamma: gb.as_view(),
+                beta: Some(bb.as_view()),
+                shape: Rows::new(rows, cols),
+                eps: 1e-5,
+            };
+            layernorm_with(&ctx, Some(strategy), input, y.as_view_mut(), mean.as_view_mut(), rstd.as_view_mut())
+                .unwrap();
+            let (y, mean, rstd) = (y.to_host().unwrap(), mean.to_host().unwrap(), rstd.to_host().unwrap());
+            let mut off = 0;
+            for i in 0..n {
+                let r = i / cols;
+                let want = ((x[i] - mean[r]) * rstd[r]).mul_add(g[i % cols], b[i % cols]);
+                if y[i].to_bits() != want.to_bits() {
+                    off += 1;
+                }
+            }
+            assert_eq!(
+                off,
+                0,
+                "{strategy:?} {rows}x{cols} on {}: {off} of {n} outputs not from the saved mean and rstd",
+                ctx.backend()
+            );
+        }
     }
 }
 

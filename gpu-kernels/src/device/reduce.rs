@@ -4,16 +4,21 @@
 //! are butterflies (`shfl_xor`), so every lane ends with the result; block reductions combine
 //! each warp's result through a small shared scratch that every warp then reduces itself, so
 //! every thread ends with the result after two barriers. The combination order is fixed, so
-//! results are bitwise deterministic run to run.
+//! results are bitwise deterministic run to run, and every lane of a group gets the same bits
+//! even where `combine` is not symmetric ([`Reduce::SYMMETRIC`]).
 
 use super::thread::{block_dim_x, sync_threads, thread_idx_x};
-use super::warp::{FULL_MASK, lane_id, shfl_idx_sync, shfl_xor_sync};
+use super::warp::{FULL_MASK, lane_id, shfl_xor_sync};
 use super::{Shared, WARP_SIZE, math};
 
 /// A reduction state: an associative combine plus a word encoding for shuffles and shared memory.
 pub trait Reduce: Copy {
     /// Words used by the encoding (1..=3).
     const WORDS: u32;
+    /// Whether `a.combine(b)` and `b.combine(a)` have the same bits. Where they may not
+    /// ([`Moments`]), the warp butterfly puts the lower lane's state first in both lanes of
+    /// each pair, so that every lane of the group still ends with the same bits.
+    const SYMMETRIC: bool = true;
     /// The identity of `combine`.
     fn identity() -> Self;
     fn combine(self, other: Self) -> Self;
@@ -182,7 +187,7 @@ impl Reduce for Sum2 {
 }
 
 /// The count, mean and sum of squared deviations (`M2`) of a set of values, merged with
-/// Chan, Golub and LeVeque's pairwise update. Not commutative bit for bit (the mean moves
+/// Chan, Golub and LeVeque's pairwise update. Not symmetric bit for bit (the mean moves
 /// from `self` towards `o`).
 #[derive(Clone, Copy)]
 pub struct Moments {
@@ -193,6 +198,7 @@ pub struct Moments {
 
 impl Reduce for Moments {
     const WORDS: u32 = 3;
+    const SYMMETRIC: bool = false;
     #[inline(always)]
     fn identity() -> Self {
         Moments { n: 0.0, mean: 0.0, m2: 0.0 }
@@ -223,13 +229,12 @@ impl Reduce for Moments {
 }
 
 /// Combines `n` states `at(0), ..., at(n - 1)` across a full warp: lane `l` folds
-/// `at(l), at(l + 32), ...` in order, the lanes are reduced by [`warp_reduce`], and every
-/// lane gets lane 0's result, so any warp of any block that folds the same states gets the
-/// same bits, whether or not `combine` is commutative. For the split strategies' second
-/// launch, where every block of a row needs the row's statistics from its segments'
-/// partials. Each thread used to fold all `n` itself: 128 segments (a million columns) in
-/// front of the 16 elements it then writes; the split forward ops ran at 0.09-0.18 of a
-/// copy there, f16 as slow as f32 (H200, 2026-12-04).
+/// `at(l), at(l + 32), ...` in order and the lanes are reduced by [`warp_reduce`], so any
+/// warp of any block that folds the same states gets the same bits in every lane. For the
+/// split strategies' second launch, where every block of a row needs the row's statistics
+/// from its segments' partials. Each thread used to fold all `n` itself: 128 segments (a
+/// million columns) in front of the 16 elements it then writes; the split forward ops ran at
+/// 0.09-0.18 of a copy there, f16 as slow as f32 (H200, 2026-12-04).
 #[inline(always)]
 #[track_caller]
 pub fn warp_fold<R: Reduce>(n: usize, at: impl Fn(usize) -> R) -> R {
@@ -239,12 +244,7 @@ pub fn warp_fold<R: Reduce>(n: usize, at: impl Fn(usize) -> R) -> R {
         acc = acc.combine(at(i));
         i += WARP_SIZE as usize;
     }
-    let w = warp_reduce(acc).to_words();
-    let mut o = [0u32; 3];
-    for i in 0..R::WORDS as usize {
-        o[i] = shfl_idx_sync(FULL_MASK, w[i], 0);
-    }
-    R::from_words(o)
+    warp_reduce(acc)
 }
 
 /// Reduces over the 32 lanes of a full warp; every lane gets the result.
@@ -256,7 +256,9 @@ pub fn warp_reduce<R: Reduce>(v: R) -> R {
 
 /// Reduces over aligned groups of `width` lanes of a full warp (`width` a power of two, 1 to
 /// 32): lanes `k * width .. (k + 1) * width` reduce their own values, and each of them gets its
-/// group's result. Every lane of the warp must call it.
+/// group's result, the same bits in every lane (each pair combines the lower lane's state
+/// with the upper's, in both lanes, unless `combine` is [`Reduce::SYMMETRIC`]). Every lane of
+/// the warp must call it.
 #[inline(always)]
 #[track_caller]
 pub fn warp_reduce_groups<R: Reduce>(v: R, width: u32) -> R {
@@ -268,7 +270,8 @@ pub fn warp_reduce_groups<R: Reduce>(v: R, width: u32) -> R {
         for i in 0..R::WORDS as usize {
             o[i] = shfl_xor_sync(FULL_MASK, w[i], offset);
         }
-        v = v.combine(R::from_words(o));
+        let other = R::from_words(o);
+        v = if R::SYMMETRIC || lane_id() & offset == 0 { v.combine(other) } else { other.combine(v) };
         offset /= 2;
     }
     v
@@ -303,4 +306,55 @@ pub fn block_reduce<R: Reduce>(v: R, scratch: Shared<u32>) -> R {
     // The next reduction may overwrite the scratch only after every warp has read it.
     sync_threads();
     total
+}
+
+#[cfg(all(test, not(target_arch = "nvptx64")))]
+mod tests {
+    use super::{Moments, Reduce, warp_reduce_groups};
+    use crate::device::GlobalMut;
+    use crate::device::warp::lane_id;
+
+    #[derive(Clone, Copy)]
+    struct Params {
+        out: GlobalMut<u32>,
+        width: u32,
+    }
+
+    /// Each lane reduces a [`Moments`] (whose combine is not symmetric) over groups of
+    /// `width` lanes and writes the result's three words.
+    fn reduce_moments(p: Params) {
+        let lane = lane_id();
+        let l = lane as f32;
+        // Scattered means: with these, an unordered butterfly leaves lanes of one group with
+        // different bits at every width tested (checked with a host model of it).
+        let scattered = (lane as u64 * 2654435761 % 1000) as f32 * 0.0137 - 5.0 + l * 1e-3;
+        let mine = Moments { n: (1 + lane % 3) as f32, mean: scattered, m2: l * 0.1 };
+        let w = warp_reduce_groups(mine, p.width).to_words();
+        for (i, &word) in w.iter().enumerate() {
+            p.out.store(lane as usize * 3 + i, word);
+        }
+    }
+
+    /// Every lane of a group ends with the same bits, though `a.combine(b)` and
+    /// `b.combine(a)` differ: the butterfly puts the lower lane's state first in both lanes.
+    #[test]
+    fn every_lane_of_a_group_gets_the_same_bits_from_a_non_symmetric_combine() {
+        for width in [2u32, 8, 32] {
+            let mut host = vec![0u32; 32 * 3];
+            // SAFETY: `host` outlives the launch and is not touched during it.
+            let out = unsafe { GlobalMut::from_raw_parts(host.as_mut_ptr(), host.len()) };
+            let def = crate::KernelDef { name: "reduce_moments", body: reduce_moments };
+            let cfg = crate::emu::LaunchConfig { grid: crate::Dim3::x(1), block: crate::Dim3::x(32), shared_bytes: 0 };
+            crate::emu::launch(&def, &cfg, Params { out, width }).unwrap();
+            for (g, group) in host.chunks(3 * width as usize).enumerate() {
+                for (l, lane) in group.chunks(3).enumerate() {
+                    assert_eq!(
+                        lane,
+                        &group[..3],
+                        "width {width}: lane {l} of group {g} differs from the group's lane 0"
+                    );
+                }
+            }
+        }
+    }
 }
