@@ -99,7 +99,7 @@
 
 use crate::device::reduce::{Reduce, block_reduce, warp_reduce};
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
-use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE};
+use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE, hint};
 
 /// Threads per block in warp-per-row kernels (8 rows per block).
 pub const WARP_BLOCK_THREADS: u32 = 256;
@@ -452,9 +452,14 @@ pub fn store_chunk<T: Element, const VEC: usize>(
     if vectorized && start + VEC <= cols {
         y.store_chunk::<VEC>((base + start) / VEC, narrow(v));
     } else {
+        // The scalar path's address is computed here, when it is taken: hoisted out of the
+        // row loop, the addresses of a thread's cached chunks took registers that the 16-byte
+        // path needs (softmax_f32_block_small spilled them under its 80-register bound,
+        // ptxas 12.9, sm_90a).
+        let at = hint::opaque_usize(base + start);
         for (k, &val) in v.iter().enumerate() {
             if start + k < cols {
-                y.store(base + start + k, T::from_f32(val));
+                y.store(at + k, T::from_f32(val));
             }
         }
     }
@@ -569,10 +574,12 @@ pub fn load_raw_chunk<T: Element, const VEC: usize>(
     if vectorized && start + VEC <= cols {
         return x.load_chunk::<VEC>((base + start) / VEC);
     }
+    // As in store_chunk: the scalar path's address is computed when it is taken.
+    let at = hint::opaque_usize(base + start);
     let mut v = [fill; VEC];
     for (k, slot) in v.iter_mut().enumerate() {
         if start + k < cols {
-            *slot = x.load(base + start + k);
+            *slot = x.load(at + k);
         }
     }
     v
