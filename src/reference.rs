@@ -143,22 +143,52 @@ pub fn softmax(row: &[f64], log: bool) -> Vec<f64> {
     row.iter().map(|&v| if log { (v - m) - s.ln() } else { (v - m).exp() / s }).collect()
 }
 
-/// Per-element error bounds of the f32 softmax kernels on `row` with reference output `y`.
+/// The most times one term of a row's softmax sum may be rescaled by `e^(m_old - m_new)` when
+/// the kernels merge (max, sum) pairs: a thread streaming its chunks merges at most
+/// `cols / 128 + 1` of them (a 32-lane group of 4-element chunks is the finest split of a
+/// streamed row), then a group reduction of at most 10 levels (5 in a warp, 5 across warps),
+/// the split strategy's fold of at most `cols / 262144 + 1` segments per lane and 5 more
+/// levels, and the final rescaling of a thread's cached terms. It is a bound, not an estimate.
+fn softmax_rescales(cols: usize) -> usize {
+    cols / 64 + 20
+}
+
+/// The relative error of the f32 softmax kernels' row sum `s` of `e^(x - max)` on `row` (a
+/// row with a finite max).
 ///
 /// With `d = x - max`: each `e^d` is `ex2.approx` of a rounded argument, relative error
 /// `2^-21 + 3|d|u` (capped at |d| = 104, below which `e^d` underflows f32 and no longer
-/// matters); the row sum adds `gamma_k` over `k = row_sum_terms` and inherits the worst term's
-/// error. softmax = `e^d * (1/s)`: the two relative errors plus two roundings. log_softmax =
-/// `d - ln s`: `u|d|` from the subtraction, the sum's relative error and `lg2.approx`'s
-/// 2^-22 absolute error (scaled by `|log2 s|` past [0.5, 2]) in `ln s`, and one rounding.
+/// matters). A term is taken against its thread's or its chunk's own max and rescaled each
+/// time a merge raises the max ([`softmax_rescales`] at most): each rescaling adds an
+/// `ex2.approx` error and two roundings, and their arguments add up to at most `|d|`
+/// (another `3|d|u`). The sum adds `gamma_k` over `k = row_sum_terms` and inherits the worst
+/// term's error.
+fn softmax_sum_f32_error(row: &[f64]) -> f64 {
+    let m = max(row);
+    let rescales = softmax_rescales(row.len()) as f64 * (EX2_REL + 2.0 * U32);
+    let worst = row.iter().map(|&v| exp_f32_error(v - m) + 3.0 * (v - m).abs().min(104.0) * U32).fold(0.0, f64::max);
+    worst + rescales + gamma_f32(row_sum_terms(row.len()))
+}
+
+/// The relative error of `ex2.approx` of a rounded `d * log2(e)`: `2^-21 + 3|d|u + u`.
+fn exp_f32_error(d: f64) -> f64 {
+    EX2_REL + 3.0 * d.abs().min(104.0) * U32 + U32
+}
+
+/// Per-element error bounds of the f32 softmax kernels on `row` with reference output `y`.
+///
+/// softmax = `e^d * (1/s)`, or for a row cached in registers `e^(x - t) * (e^(t - max) / s)`
+/// with `t` the thread's own max (two exponentials whose arguments add up to `d`): the
+/// exponentials' and the sum's ([`softmax_sum_f32_error`]) relative errors plus four
+/// roundings. log_softmax = `d - ln s`: `u|d|` from the subtraction, the sum's relative error
+/// and `lg2.approx`'s 2^-22 absolute error (scaled by `|log2 s|` past [0.5, 2]) in `ln s`, and
+/// one rounding.
 pub fn softmax_f32_error(row: &[f64], y: &[f64], log: bool) -> Vec<f64> {
     let m = max(row);
     if !m.is_finite() {
         return vec![0.0; row.len()];
     }
-    let eps_e = |d: f64| EX2_REL + 3.0 * d.abs().min(104.0) * U32 + U32;
-    let worst = row.iter().map(|&v| eps_e(v - m)).fold(0.0, f64::max);
-    let eps_s = worst + gamma_f32(row_sum_terms(row.len()));
+    let eps_s = softmax_sum_f32_error(row);
     let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
     let ln_s_err = eps_s + EX2_REL * s.log2().abs().max(1.0) + U32 * s.ln().abs();
     row.iter()
@@ -168,7 +198,7 @@ pub fn softmax_f32_error(row: &[f64], y: &[f64], log: bool) -> Vec<f64> {
             if log {
                 U32 * d.abs() + ln_s_err + 2.0 * U32 * yi.abs()
             } else {
-                (eps_e(d) + eps_s + 2.0 * U32) * yi.abs()
+                (exp_f32_error(d) + EX2_REL + eps_s + 4.0 * U32) * yi.abs()
             }
         })
         .collect()
@@ -300,9 +330,7 @@ pub fn cross_entropy_f32_error(
     let m = max(row);
     let lb = if m.is_finite() {
         let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
-        let worst = row.iter().map(|&v| EX2_REL + 3.0 * (v - m).abs().min(104.0) * U32 + U32).fold(0.0, f64::max);
-        let eps_s = worst + gamma_f32(row_sum_terms(row.len()));
-        eps_s
+        softmax_sum_f32_error(row)
             + EX2_REL * s.log2().abs().max(1.0)
             + U32 * (m.abs() + s.ln().abs() + row[t].abs())
             + 2.0 * U32 * loss.abs()
