@@ -67,24 +67,27 @@
 //! 512-thread block may have, and the CI's ptxas gate refused it; so each body is its own
 //! entry point, with its own register count.
 //!
-//! Registers (ptxas 12.9, sm_90a; sm_80 in brackets where it differs by more than a few):
+//! Registers (ptxas 12.9, sm_90a; sm_80 in brackets where it differs by more than a few;
+//! 2026-12-06):
 //!
-//! | kernels | `*_block` (512 threads) | `*_block_small` (64-256) |
-//! |---|---|---|
-//! | sum, max, argmax | 26-48 | 23-39 |
-//! | softmax, log_softmax | 64-76 [86-95] | 89-115 |
-//! | cross_entropy | 77-80 [96-103] | 98-113 |
-//! | layernorm, rmsnorm | 79-96 [90-126] | 96-124 [104-133] |
-//! | layernorm, rmsnorm backward | 94-124 [93-128] | 116-125 [114-143] |
-//! | softmax backward (always 512) | 64 [72] | - |
+//! | kernels | `*_block` (512 threads) | `*_block_small` (64-256) | `*_warp` |
+//! |---|---|---|---|
+//! | sum, max, argmax | 32-39 | 28-46 | 36-64 |
+//! | softmax, log_softmax | 56-61 [66-80] | 56-77 | 48-55 [64-76] |
+//! | cross_entropy | 64-70 [85-96] | 60-64 [79-96] | 62-64 [78-88] |
+//! | layernorm, rmsnorm | 63-76 [77-91] | 63-91 | 56-72 [64-80] |
+//! | layernorm, rmsnorm backward | 85-121 | 85-116 [89-127] | 80-115 |
+//! | softmax backward (always 512) | 60-64 [67-79] | - | 56-61 [64-77] |
 //!
-//! So a 256-thread softmax block takes up to 29440 registers: two blocks per SM, not the
-//! three that a constant-256 body would allow (69-72 registers on sm_90, measured offline on
-//! 2026-12-04). The kernels in [`SMALL_BLOCK_BOUNDED`] (softmax and log_softmax f32) and,
-//! from sm_90 on, [`SMALL_BLOCK_BOUNDED_SM90`] (softmax f16/bf16) are now declared to ptxas
-//! for three 256-thread blocks per SM and fit 80 registers without spilling; the others in
-//! the table's small column spilled at 80 and are unbounded. Not yet measured on the GPU;
-//! constant bodies per small size are the alternative.
+//! Most of the drop from the previous table (softmax small blocks 89-115, norms 96-124) came
+//! from where the scalar fallbacks of [`load_raw_chunk`] and [`store_chunk`] (unaligned rows,
+//! a row's last partial chunk) compute their addresses: LLVM hoisted each cached chunk's
+//! address out of the row loop, one 64-bit register pair per chunk and tensor, held for a
+//! path that aligned rows never take; now they are computed when the path is taken. The
+//! kernels in [`SMALL_BLOCK_BOUNDED`] (softmax and log_softmax f32) and, from sm_90 on,
+//! [`SMALL_BLOCK_BOUNDED_SM90`] (softmax f16/bf16) are declared to ptxas for three 256-thread
+//! blocks per SM (at most 80 registers); the others are unbounded, and those at or under 80
+//! in the small column fit three blocks anyway. Not yet measured on the GPU.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -336,12 +339,15 @@ pub const SMALL_BLOCK_MIN_BLOCKS: u32 = 3;
 /// 2026-12-06): two 256-thread blocks per SM, two rows of 4096 columns in flight, and
 /// softmax ran at 0.45 of a copy there (f16: 0.34; H200, 2026-12-04). Capped at 80 these
 /// assemble without spills on sm_80, sm_90 and sm_90a (the CI's ptxas gate checks it); the
-/// other small-block kernels spilled at 80 on sm_90a (log_softmax f16/bf16 4 B,
-/// cross_entropy 4-8 B, the norms 36-400 B) and stay unbounded.
+/// other small-block kernels spilled at 80 on sm_90a then (log_softmax f16/bf16 4 B,
+/// cross_entropy 4-8 B, the norms 36-400 B) and stay unbounded. Since the scalar fallbacks
+/// compute their addresses in place (see "Occupancy" in the module docs), most of them take
+/// 80 or fewer unbounded.
 pub const SMALL_BLOCK_BOUNDED: &[&str] = &["softmax_f32_block_small", "log_softmax_f32_block_small"];
 
 /// As [`SMALL_BLOCK_BOUNDED`], on sm_90 and newer only: at 80 registers these spilled 4 B
-/// on sm_80 (ptxas 12.9, 2026-12-06), none on sm_90/sm_90a.
+/// on sm_80 (ptxas 12.9, 2026-12-06, before the scalar-address change; they now take 72-77
+/// there unbounded), none on sm_90/sm_90a.
 pub const SMALL_BLOCK_BOUNDED_SM90: &[&str] = &["softmax_f16_block_small", "softmax_bf16_block_small"];
 
 /// Blocks per SM that row kernel `name` must fit when built for `arch` (see
