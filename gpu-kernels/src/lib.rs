@@ -132,7 +132,7 @@ pub fn launch_threads(name: &str) -> Option<u32> {
 /// None: no launch bounds at all. Kernels that move registers between warpgroups with
 /// `setmaxnreg` need them: they fix the register count at entry (65536 / (threads x
 /// blocks), rounded down to 8). Some row kernels use them to cap their registers so more
-/// blocks share an SM ([`rows::SMALL_BLOCK_BOUNDED`]).
+/// blocks share an SM ([`rows::ROW_OCCUPANCY`]).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str, arch: &str) -> Option<u32> {
     gemm_tc::launch_min_blocks(name)

@@ -83,11 +83,13 @@
 //! from where the scalar fallbacks of [`load_raw_chunk`] and [`store_chunk`] (unaligned rows,
 //! a row's last partial chunk) compute their addresses: LLVM hoisted each cached chunk's
 //! address out of the row loop, one 64-bit register pair per chunk and tensor, held for a
-//! path that aligned rows never take; now they are computed when the path is taken. The
-//! kernels in [`SMALL_BLOCK_BOUNDED`] (softmax and log_softmax f32) and, from sm_90 on,
-//! [`SMALL_BLOCK_BOUNDED_SM90`] (softmax f16/bf16) are declared to ptxas for three 256-thread
-//! blocks per SM (at most 80 registers); the others are unbounded, and those at or under 80
-//! in the small column fit three blocks anyway. Not yet measured on the GPU.
+//! path that aligned rows never take; now they are computed when the path is taken.
+//!
+//! Those are the counts ptxas picks by itself. [`ROW_OCCUPANCY`] then declares most of the
+//! forward kernels to ptxas for four 256-thread blocks per SM (at most 64 registers; 32 warps,
+//! four rows of 4096 f32 in flight) or two 512-thread blocks, layernorm's small blocks and
+//! 16-bit rmsnorm backward's for three (80), each at the most blocks that assemble without
+//! spills; the other backward norms stay unbounded (two blocks). Not yet measured on the GPU.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -330,34 +332,94 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     }
 }
 
-/// Blocks per SM declared to ptxas ([`launch_min_blocks`]) for the small-block kernels in
-/// [`SMALL_BLOCK_BOUNDED`]: three 256-thread blocks, so at most 80 registers per thread.
-pub const SMALL_BLOCK_MIN_BLOCKS: u32 = 3;
+/// Blocks per SM declared to ptxas for a set of row kernels ([`launch_min_blocks`]): with
+/// `.maxntid` at the kernel's launch threads, ptxas caps its registers at
+/// `65536 / (threads x blocks)` (64 for four 256-thread blocks, 80 for three, 64 for two of
+/// 512). Every combination of `ops`, `dtypes` and `kinds` names a kernel `{op}_{dtype}_{kind}`.
+#[derive(Clone, Copy, Debug)]
+pub struct RowOccupancy {
+    pub ops: &'static [&'static str],
+    pub dtypes: &'static [&'static str],
+    /// `warp` and `block_small` (256 threads) or `block` (512).
+    pub kinds: &'static [&'static str],
+    pub blocks: u32,
+    /// The oldest arch (`sm_80` = 80) it applies to.
+    pub since_sm: u32,
+}
 
-/// The small-block kernels built for [`SMALL_BLOCK_MIN_BLOCKS`] blocks per SM on every arch.
-/// Unbounded, ptxas gave the small-block softmax kernels 89-115 registers (sm_90a,
-/// 2026-12-06): two 256-thread blocks per SM, two rows of 4096 columns in flight, and
-/// softmax ran at 0.45 of a copy there (f16: 0.34; H200, 2026-12-04). Capped at 80 these
-/// assemble without spills on sm_80, sm_90 and sm_90a (the CI's ptxas gate checks it); the
-/// other small-block kernels spilled at 80 on sm_90a then (log_softmax f16/bf16 4 B,
-/// cross_entropy 4-8 B, the norms 36-400 B) and stay unbounded. Since the scalar fallbacks
-/// compute their addresses in place (see "Occupancy" in the module docs), most of them take
-/// 80 or fewer unbounded.
-pub const SMALL_BLOCK_BOUNDED: &[&str] = &["softmax_f32_block_small", "log_softmax_f32_block_small"];
+impl RowOccupancy {
+    /// Whether kernel `name` is one of this entry's.
+    pub fn matches(&self, name: &str) -> bool {
+        fn after<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+            s.strip_prefix(prefix)?.strip_prefix('_')
+        }
+        self.ops
+            .iter()
+            .filter_map(|op| after(name, op))
+            .any(|r| self.dtypes.iter().filter_map(|d| after(r, d)).any(|kind| self.kinds.contains(&kind)))
+    }
+}
 
-/// As [`SMALL_BLOCK_BOUNDED`], on sm_90 and newer only: at 80 registers these spilled 4 B
-/// on sm_80 (ptxas 12.9, 2026-12-06, before the scalar-address change; they now take 72-77
-/// there unbounded), none on sm_90/sm_90a.
-pub const SMALL_BLOCK_BOUNDED_SM90: &[&str] = &["softmax_f16_block_small", "softmax_bf16_block_small"];
+const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16"];
 
-/// Blocks per SM that row kernel `name` must fit when built for `arch` (see
-/// `crate::launch_min_blocks`).
+/// The row kernels built for more blocks per SM than their registers would otherwise allow.
+/// Each entry is the most blocks at which the kernels assemble without spills on every arch
+/// it names (ptxas 12.9, 2026-12-06; the CI's ptxas gate checks it on sm_80, sm_90 and
+/// sm_90a). Unbounded, the small-block softmax kernels took 89-115 registers (two
+/// 256-thread blocks per SM, two rows of 4096 columns in flight) and ran at 0.45 of a copy
+/// (f16: 0.34; H200, 2026-12-04), where sum, at four blocks, ran at 0.98. Since the scalar
+/// fallbacks compute their addresses in place (see "Occupancy" in the module docs), most of
+/// the forward kernels take 53-77 registers unbounded and fit 64 without spills; layernorm's
+/// small blocks spill 8-24 B at 64 and fit 80; the backward norms spill at 80 (layernorm,
+/// 32-236 B; rmsnorm f32 small blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the
+/// 512-thread backward norms and 16-bit forward norms and cross_entropy at 64 (8-624 B), and
+/// those stay where they are.
+pub const ROW_OCCUPANCY: &[RowOccupancy] = &[
+    RowOccupancy {
+        ops: &["softmax", "log_softmax", "cross_entropy", "rmsnorm"],
+        dtypes: ALL_DTYPES,
+        kinds: &["warp", "block_small"],
+        blocks: 4,
+        since_sm: 80,
+    },
+    RowOccupancy {
+        ops: &["layernorm", "softmax_backward", "log_softmax_backward"],
+        dtypes: ALL_DTYPES,
+        kinds: &["warp"],
+        blocks: 4,
+        since_sm: 80,
+    },
+    RowOccupancy { ops: &["layernorm"], dtypes: ALL_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
+    RowOccupancy {
+        ops: &["rmsnorm_backward"],
+        dtypes: &["f16", "bf16"],
+        kinds: &["block_small"],
+        blocks: 3,
+        since_sm: 80,
+    },
+    RowOccupancy { ops: &["rmsnorm_backward"], dtypes: ALL_DTYPES, kinds: &["warp"], blocks: 3, since_sm: 90 },
+    RowOccupancy {
+        ops: &["softmax", "log_softmax", "softmax_backward", "log_softmax_backward"],
+        dtypes: ALL_DTYPES,
+        kinds: &["block"],
+        blocks: 2,
+        since_sm: 80,
+    },
+    RowOccupancy {
+        ops: &["cross_entropy", "rmsnorm", "layernorm"],
+        dtypes: &["f32"],
+        kinds: &["block"],
+        blocks: 2,
+        since_sm: 80,
+    },
+];
+
+/// Blocks per SM that row kernel `name` must fit when built for `arch` ([`ROW_OCCUPANCY`];
+/// see `crate::launch_min_blocks`).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str, arch: &str) -> Option<u32> {
-    let sm90 =
-        arch.strip_prefix("sm_").and_then(|v| v.trim_end_matches('a').parse::<u32>().ok()).is_some_and(|v| v >= 90);
-    let bounded = SMALL_BLOCK_BOUNDED.contains(&name) || (sm90 && SMALL_BLOCK_BOUNDED_SM90.contains(&name));
-    bounded.then_some(SMALL_BLOCK_MIN_BLOCKS)
+    let sm = arch.strip_prefix("sm_").and_then(|v| v.trim_end_matches('a').parse::<u32>().ok())?;
+    ROW_OCCUPANCY.iter().find(|o| sm >= o.since_sm && o.matches(name)).map(|o| o.blocks)
 }
 
 /// The `G` of the small-block kernels (`*_block_small`): the row's group is the whole block,
@@ -682,5 +744,36 @@ mod tests {
         }
         assert_eq!(RowStrategy::Shared.launch_threads(4096), BLOCK_ROW_THREADS);
         assert_eq!(RowStrategy::Warp.launch_threads(100), WARP_BLOCK_THREADS);
+    }
+
+    /// Every kernel [`ROW_OCCUPANCY`] names exists, is a 256- or 512-thread row kernel whose
+    /// blocks fit one SM's 2048 threads, and takes its entry's blocks, on its archs only; no
+    /// other kernel matches an entry.
+    #[test]
+    fn occupancy_entries_name_existing_kernels() {
+        let families = [crate::reduce::KERNEL_NAMES, crate::softmax::KERNEL_NAMES, crate::norm::KERNEL_NAMES];
+        let mut named = 0;
+        for o in ROW_OCCUPANCY {
+            for op in o.ops {
+                for d in o.dtypes {
+                    for k in o.kinds {
+                        let name = format!("{op}_{d}_{k}");
+                        assert!(families.iter().any(|f| f.contains(&name.as_str())), "{name} is not a row kernel");
+                        let threads = launch_threads(&name).unwrap();
+                        assert!(threads * o.blocks <= 2048, "{name}: {threads} threads x {} blocks", o.blocks);
+                        for arch in ["sm_80", "sm_90", "sm_90a"] {
+                            let sm: u32 = arch[3..5].parse().unwrap();
+                            let want = (sm >= o.since_sm).then_some(o.blocks);
+                            assert_eq!(launch_min_blocks(&name, arch), want, "{name} on {arch}");
+                        }
+                        named += 1;
+                    }
+                }
+            }
+        }
+        let all = families.iter().flat_map(|f| f.iter()).filter(|n| launch_min_blocks(n, "sm_90a").is_some()).count();
+        assert_eq!(all, named, "a kernel matches an entry without being one of its combinations");
+        assert_eq!(launch_min_blocks("softmax_backward_f32_block_small", "sm_90a"), None);
+        assert_eq!(launch_min_blocks("layernorm_backward_f32_warp", "sm_90a"), None);
     }
 }
