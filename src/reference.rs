@@ -222,19 +222,46 @@ pub fn rmsnorm(row: &[f64], gamma: &[f64], eps: f64) -> (Vec<f64>, f64) {
 }
 
 /// Error bounds of the f32 forward norm kernels on one row: `(y bounds, mean bound, rstd
-/// bound)`. With `k = row_sum_terms(n)`: the mean is off by `d <= gamma_k sum|x| / n + u|mean|`;
-/// the variance sums `(x - mean_hat)^2 = (x - mean)^2 + d^2` on average, each square within
-/// `3u`, so it is off by `gamma_{k+3} (var + d^2) + d^2`; `rstd = 1/sqrt(var + eps)` halves
-/// that relative error and adds two roundings. `y = fma((x - mean_hat) rstd, gamma, beta)`
-/// inherits `|gamma| rstd (d + 2u|x - mean|) + |gamma| |x - mean| rstd (rel(rstd) + 2u)` and
-/// its own rounding. rmsnorm is the same with mean = 0 exactly.
+/// bound)`. With `k = row_sum_terms(n) + 8` (the block kernels add up to 16 warps' sums in
+/// sequence after each warp's butterfly): the mean is off by `d <= gamma_k sum|x| / n +
+/// 2u|mean|`.
+///
+/// The variance. A warp kernel takes `sum (x - mean_hat)^2 = sum (x - mean)^2 + n d^2`, each
+/// square within `3u`: off by `gamma_{k+3} (var + d^2) + d^2`. A block kernel measures each
+/// warp's deviations from that warp's own mean `c = s rcp(n)` (`rcp.approx`, 1 ulp: off by
+/// `dw <= (gamma_k + 3u) max|x|` from the warp's true mean), sums `q = sum (x - c)^2` and `r = sum (x - c)`, and adds
+/// `q + 2 t r + n_w t^2` over warps (`t = c - mean_hat`), which is `sum (x - mean_hat)^2`
+/// exactly. In units of the variance (`s = sqrt(var)`), with Cauchy-Schwarz twice:
+/// `sum q <= var + dw^2`; `sum |t| sum|x - c| <= A = (s + dw + d)(s + dw)`;
+/// `sum n_w t^2 <= (s + dw + d)^2`. So `q` carries `gamma_{k+3} (var + dw^2)`, `r`
+/// `2 gamma_{k+1} A`, and the terms' sum over at most 16 warps and the scaling by `1/n`
+/// `gamma_26` of the sum of their magnitudes; plus `d^2` as above. The block bound exceeds
+/// the warp bound (`dw >= d`), and is used for both.
+///
+/// `rstd = 1/sqrt(var + eps)` halves the variance's relative error and adds two roundings.
+/// `y = fma((x - mean_hat) rstd, gamma, beta)` inherits `|gamma| rstd (d + 2u|x - mean|) +
+/// |gamma| |x - mean| rstd (rel(rstd) + 2u)` and its own rounding. rmsnorm is the warp case
+/// with mean = 0 exactly (`d = 0`).
 pub fn norm_f32_error(row: &[f64], gamma: &[f64], y: &[f64], layer: bool, eps: f64) -> (Vec<f64>, f64, f64) {
     let n = row.len() as f64;
-    let k = row_sum_terms(row.len());
+    let k = row_sum_terms(row.len()) + 8;
     let mean = if layer { row.iter().sum::<f64>() / n } else { 0.0 };
-    let d = if layer { gamma_f32(k) * row.iter().map(|v| v.abs()).sum::<f64>() / n + U32 * mean.abs() } else { 0.0 };
     let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    let var_err = gamma_f32(k + 3) * (var + d * d) + d * d;
+    let d =
+        if layer { gamma_f32(k) * row.iter().map(|v| v.abs()).sum::<f64>() / n + 2.0 * U32 * mean.abs() } else { 0.0 };
+    let var_err = if layer {
+        let dw = (gamma_f32(k) + 3.0 * U32) * row.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let s = var.sqrt();
+        let a = (s + dw + d) * (s + dw);
+        let spread = (s + dw + d) * (s + dw + d);
+        let q = var + dw * dw;
+        gamma_f32(k + 3) * q
+            + 2.0 * gamma_f32(k + 1) * a
+            + gamma_f32(26) * ((1.0 + gamma_f32(k + 3)) * q + 2.0 * (1.0 + gamma_f32(k + 1)) * a + spread)
+            + d * d
+    } else {
+        gamma_f32(k + 3) * var
+    };
     let rel_rstd = var_err / (2.0 * (var + eps)) + 2.0 * U32;
     let rstd = 1.0 / (var + eps).sqrt();
     let yb = row

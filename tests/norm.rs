@@ -111,24 +111,30 @@ fn backward_row_groups_walk_several_rows() {
     }
 }
 
+/// Layernorm of f32 `x` on `ctx` (the op's own choice of strategy for None): `(y, mean, rstd)`.
+fn run_layernorm(
+    ctx: &Context,
+    strategy: Option<RowStrategy>,
+    shape: Rows,
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (xb, gb, bb) = (ctx.upload(x).unwrap(), ctx.upload(gamma).unwrap(), ctx.upload(beta).unwrap());
+    let mut y = ctx.alloc::<f32>(x.len()).unwrap();
+    let (mut mean, mut rstd) = (ctx.alloc::<f32>(shape.rows).unwrap(), ctx.alloc::<f32>(shape.rows).unwrap());
+    let input = NormInput { x: xb.as_view(), gamma: gb.as_view(), beta: Some(bb.as_view()), shape, eps };
+    layernorm_with(ctx, strategy, input, y.as_view_mut(), mean.as_view_mut(), rstd.as_view_mut()).unwrap();
+    (y.to_host().unwrap(), mean.to_host().unwrap(), rstd.to_host().unwrap())
+}
+
 #[test]
 fn layernorm_output_has_mean_zero_and_variance_one() {
     let ctx = Context::emulator();
     let (rows, cols) = (4, 3000);
     let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 2654435761usize) % 10007) as f32 * 0.01 + 5.0).collect();
-    let (xb, gb, bb) =
-        (ctx.upload(&x).unwrap(), ctx.upload(&vec![1.0f32; cols]).unwrap(), ctx.upload(&vec![0.0f32; cols]).unwrap());
-    let mut y = ctx.alloc::<f32>(rows * cols).unwrap();
-    let (mut mean, mut rstd) = (ctx.alloc::<f32>(rows).unwrap(), ctx.alloc::<f32>(rows).unwrap());
-    let input = NormInput {
-        x: xb.as_view(),
-        gamma: gb.as_view(),
-        beta: Some(bb.as_view()),
-        shape: Rows::new(rows, cols),
-        eps: 0.0,
-    };
-    layernorm(&ctx, input, y.as_view_mut(), mean.as_view_mut(), rstd.as_view_mut()).unwrap();
-    let y = y.to_host().unwrap();
+    let (y, _, _) = run_layernorm(&ctx, None, Rows::new(rows, cols), &x, &vec![1.0; cols], &vec![0.0; cols], 0.0);
     for r in 0..rows {
         let row = &y[r * cols..(r + 1) * cols];
         let m: f64 = row.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
@@ -160,19 +166,7 @@ fn layernorm_output_uses_the_saved_statistics_bit_for_bit() {
                 (0..n).map(|i| 1000.0 + (i / cols) as f32 + ((i * 2654435761) % 10007) as f32 * 0.0371).collect();
             let g: Vec<f32> = (0..cols).map(|i| 0.5 + ((i * 7919) % 101) as f32 * 0.01).collect();
             let b: Vec<f32> = (0..cols).map(|i| ((i * 104729) % 103) as f32 * 0.01 - 0.5).collect();
-            let (xb, gb, bb) = (ctx.upload(&x).unwrap(), ctx.upload(&g).unwrap(), ctx.upload(&b).unwrap());
-            let mut y = ctx.alloc::<f32>(n).unwrap();
-            let (mut mean, mut rstd) = (ctx.alloc::<f32>(rows).unwrap(), ctx.alloc::<f32>(rows).unwrap());
-            let input = NormInput {
-                x: xb.as_view(),
-                gamma: gb.as_view(),
-                beta: Some(bb.as_view()),
-                shape: Rows::new(rows, cols),
-                eps: 1e-5,
-            };
-            layernorm_with(&ctx, Some(strategy), input, y.as_view_mut(), mean.as_view_mut(), rstd.as_view_mut())
-                .unwrap();
-            let (y, mean, rstd) = (y.to_host().unwrap(), mean.to_host().unwrap(), rstd.to_host().unwrap());
+            let (y, mean, rstd) = run_layernorm(&ctx, Some(strategy), Rows::new(rows, cols), &x, &g, &b, 1e-5);
             let mut off = 0;
             for i in 0..n {
                 let r = i / cols;
@@ -187,6 +181,51 @@ fn layernorm_output_uses_the_saved_statistics_bit_for_bit() {
                 "{strategy:?} {rows}x{cols} on {}: {off} of {n} outputs not from the saved mean and rstd",
                 ctx.backend()
             );
+        }
+    }
+}
+
+/// Layernorm's variance of rows far from zero (mean ~1000, spread ~3) is as accurate as a
+/// two-pass variance's, on every strategy. The block kernels measure each warp's deviations
+/// from that warp's own mean and add `q + 2 t r + n t^2` over warps (norm.rs, `moments`); without the `2 t r` term a warp mean's rounding (~1e-4 here) would
+/// reach the variance linearly, weighted by how far the warps' means lie apart (here the
+/// row's blocks of 128 columns step through 8 levels, which the block kernels' warps see as
+/// different means).
+#[test]
+fn layernorm_variance_of_offset_rows_is_two_pass_accurate() {
+    for ctx in common::backends("layernorm_variance_of_offset_rows") {
+        for (strategy, rows, cols) in [
+            (RowStrategy::Warp, 8, 500),
+            (RowStrategy::Block, 8, 1101),
+            (RowStrategy::Block, 8, 4096),
+            (RowStrategy::Block, 4, 8191),
+            // Past the block's registers: streamed, then cached in shared memory.
+            (RowStrategy::Block, 4, 9001),
+            (RowStrategy::Shared, 4, 9000),
+        ] {
+            let n = rows * cols;
+            let x: Vec<f32> = (0..n)
+                .map(|i| 1000.0 + ((i % cols) / 128 % 8) as f32 + ((i * 2654435761) % 1009) as f32 * 1e-3)
+                .collect();
+            let (_, mean, rstd) =
+                run_layernorm(&ctx, Some(strategy), Rows::new(rows, cols), &x, &vec![1.0; cols], &vec![0.0; cols], 0.0);
+            let mut worst = 0.0f64;
+            for r in 0..rows {
+                let row: Vec<f64> = x[r * cols..(r + 1) * cols].iter().map(|&v| v as f64).collect();
+                let m = row.iter().sum::<f64>() / cols as f64;
+                let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64;
+                let want = 1.0 / var.sqrt();
+                assert!(
+                    (mean[r] as f64 - m).abs() < 1e-3,
+                    "{strategy:?} {rows}x{cols} row {r}: mean {} vs {m}",
+                    mean[r]
+                );
+                worst = worst.max((rstd[r] as f64 - want).abs() / want);
+            }
+            println!("{strategy:?} {rows}x{cols} on {}: rstd relative error {worst:.2e}", ctx.backend());
+            // Measured on the emulator (2026-12-06): 6e-8 to 1.2e-7; without the `2 t r` term,
+            // 2.5e-6 to 1e-5 on every block case.
+            assert!(worst < 1e-6, "{strategy:?} {rows}x{cols} on {}: rstd relative error {worst:.2e}", ctx.backend());
         }
     }
 }

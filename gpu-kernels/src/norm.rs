@@ -3,8 +3,13 @@
 //! Forward: `layernorm: y = (x - mean) * rstd * gamma + beta` with
 //! `rstd = 1 / sqrt(var + eps)` (biased variance), saving `mean` and `rstd` per row;
 //! `rmsnorm: y = x * rstd * gamma` with `rstd = 1 / sqrt(mean(x^2) + eps)`, saving `rstd`.
-//! Statistics are two-pass (mean, then squared deviations) over the cached row, which is
-//! more accurate than a one-pass variance and free when the row is in registers.
+//! Statistics are two-pass (a mean, then squared deviations from it), more accurate than a
+//! one-pass variance and free when the row is in registers. A warp per row takes the row's
+//! mean, then its squared deviations: two warp reductions. A block's warps each take the
+//! mean of their own elements instead ([`centre`]), which needs no exchange between warps,
+//! and one exchange through shared memory combines the warps' sums exactly ([`moments`]):
+//! two barriers per row where a block reduction of the mean and then of the variance took
+//! four.
 //!
 //! Backward, with `xhat = (x - mean) * rstd` (rmsnorm: `x * rstd`) and `g = dy * gamma`:
 //! `dx = rstd * (g - mean(g) - xhat * mean(g * xhat))` (rmsnorm drops `mean(g)`), and the
@@ -37,9 +42,11 @@
 //! groups in the launch (grid x rows per block; split: grid y). Split launches: grid x is
 //! `cols.div_ceil(segment)`, `stats` holds 2 words per (row, segment).
 
-use crate::device::reduce::{Moments, Sum, Sum2, warp_fold};
-use crate::device::thread::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, thread_idx_x};
-use crate::device::{Element, Global, GlobalMut, Shared, math};
+use crate::device::reduce::{Moments, Sum, Sum2, warp_fold, warp_reduce};
+use crate::device::thread::{
+    block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, sync_threads, thread_idx_x,
+};
+use crate::device::{Element, Global, GlobalMut, Shared, WARP_SIZE, math};
 use crate::rows::{
     self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared, group_reduce,
     load_chunk, store_chunk, visit_shared,
@@ -125,44 +132,50 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
     let cached = nchunks <= rows::group_threads::<G>() * cache_n;
     let shared = !cached && G != crate::device::WARP_SIZE && p.shared != 0;
     let inv_cols = 1.0 / p.cols as f32;
+    // The elements of a row that this warp's threads hold, the same in every row (block
+    // kernels' layernorm only: see [`centre`]).
+    let warp_n = if LAYER && G != WARP_SIZE {
+        warp_reduce(Sum(lane_elements(cols, VEC, lane, rows::group_threads::<G>()) as f32)).0
+    } else {
+        0.0
+    };
     while row < p.rows as usize {
         let base = row * cols;
         let mut cache = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
-        // Pass 1: the mean (layernorm) or nothing (rmsnorm); the shared path fills its cache.
+        // Pass 1: this thread's sum (layernorm) or nothing (rmsnorm); the shared path fills
+        // its cache.
         let mut s = 0.0f32;
+        let mut add = |v: &[f32; VEC]| {
+            for &e in v {
+                s += e;
+            }
+        };
         if shared {
-            fill_shared::<T, VEC, G>(&p.x, base, cols, lane, vectorized, 0.0, |_, v| {
-                for e in v {
-                    s += e;
-                }
-            });
+            fill_shared::<T, VEC, G>(&p.x, base, cols, lane, vectorized, 0.0, |_, v| add(&v));
         } else if cached {
             crate::for_each_cached_chunk!(j < cache_n => {
                 let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
                     cache[j] = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
-                    for &v in cache[j].iter() {
-                        s += v;
-                    }
+                    add(&cache[j]);
                 }
             });
         } else if LAYER {
             let mut c = lane;
             while c < nchunks {
-                for v in load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0) {
-                    s += v;
-                }
+                add(&load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
                 c += rows::group_threads::<G>();
             }
         }
-        let mean = if LAYER { group_reduce::<Sum, G>(Sum(s)).0 * inv_cols } else { 0.0 };
-        // Pass 2: squared deviations from the mean (rmsnorm: from 0), inside the row only.
-        let mut q = 0.0f32;
+        let centre = if LAYER { centre::<G>(s, warp_n, inv_cols) } else { 0.0 };
+        // Pass 2: deviations from the centre (rmsnorm: from 0), inside the row only.
+        let (mut q, mut r) = (0.0f32, 0.0f32);
         let mut acc = |c: usize, v: &[f32; VEC]| {
             for (k, &x) in v.iter().enumerate() {
                 if c * VEC + k < cols {
-                    let d = x - mean;
+                    let d = x - centre;
                     q = math::fma(d, d, q);
+                    r += d;
                 }
             }
         };
@@ -182,7 +195,11 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
                 c += rows::group_threads::<G>();
             }
         }
-        let var = group_reduce::<Sum, G>(Sum(q)).0 * inv_cols;
+        let (mean, var) = if LAYER {
+            moments::<G>(centre, q, r, inv_cols)
+        } else {
+            (0.0, group_reduce::<Sum, G>(Sum(q)).0 * inv_cols)
+        };
         let rstd = 1.0 / math::sqrt(var + p.eps);
         if lane == 0 {
             if LAYER {
@@ -218,6 +235,89 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
         }
         row += stride;
     }
+}
+
+/// Elements of a `cols`-element row in chunks `lane, lane + g, lane + 2g, ...` of `vec`
+/// elements each (the row's last chunk may be partial). Computed once per kernel: counted
+/// chunk by chunk in the row loop, LLVM kept each cached chunk's count in a register across
+/// rows, and layernorm_f32_block_small spilled 8 B under its 80-register bound (sm_90a).
+#[inline(always)]
+fn lane_elements(cols: usize, vec: usize, lane: usize, g: usize) -> usize {
+    let nchunks = rows::chunks(cols, vec);
+    if lane >= nchunks {
+        return 0;
+    }
+    let owned = (nchunks - 1 - lane) / g + 1;
+    let pad = if (nchunks - 1) % g == lane { nchunks * vec - cols } else { 0 };
+    owned * vec - pad
+}
+
+/// Words per warp that layernorm's block kernels exchange through the reduction scratch
+/// ([`centre`], [`moments`]): the warp's centre, sum and count, then its sums of squared and
+/// plain deviations from the centre.
+const MOMENT_WORDS: u32 = 5;
+const _: () = assert!(
+    BLOCK_ROW_THREADS / WARP_SIZE * MOMENT_WORDS <= crate::device::reduce::block_scratch_words(3),
+    "a block's warp moments fit the reduction scratch"
+);
+
+/// Where layernorm's second pass measures deviations from, given this thread's sum `s` of
+/// its elements and the count `n` of its warp's: with a warp per row, the row's mean; in a
+/// block, about the mean of the warp's own elements (`s * rcp(n)` over the warp), which
+/// needs no exchange between warps. The block's warps leave their centre, sum and count in
+/// the scratch for [`moments`], so that a block row takes one exchange through shared memory
+/// where a mean and then a variance took two block reductions.
+#[inline(always)]
+#[track_caller]
+fn centre<const G: u32>(s: f32, n: f32, inv_cols: f32) -> f32 {
+    if G == WARP_SIZE {
+        return warp_reduce(Sum(s)).0 * inv_cols;
+    }
+    let s = warp_reduce(Sum(s)).0;
+    let c = if n > 0.0 { s * math::rcp_approx(n) } else { 0.0 };
+    let (warp, lane) = (thread_idx_x() / WARP_SIZE, thread_idx_x() % WARP_SIZE);
+    if lane == 0 {
+        for (i, v) in [c, s, n].into_iter().enumerate() {
+            rows::SCRATCH.store(warp * MOMENT_WORDS + i as u32, v.to_bits());
+        }
+    }
+    c
+}
+
+/// The row's `(mean, variance)` from this thread's sums of `(x - c)^2` (`q`) and of `x - c`
+/// (`r`) about its warp's centre `c` ([`centre`]). In a block, `sum (x - mean)^2 = sum over
+/// warps of q + 2 t r + n t^2` with `t = c - mean`, exact for any centre, so a centre's
+/// rounding reaches the variance only squared, as the mean's does in a two-pass variance.
+/// Every thread adds the warps' terms in the same order and gets the same bits.
+#[inline(always)]
+#[track_caller]
+fn moments<const G: u32>(c: f32, q: f32, r: f32, inv_cols: f32) -> (f32, f32) {
+    if G == WARP_SIZE {
+        return (c, warp_reduce(Sum(q)).0 * inv_cols);
+    }
+    let Sum2(q, r) = warp_reduce(Sum2(q, r));
+    let (warp, lane) = (thread_idx_x() / WARP_SIZE, thread_idx_x() % WARP_SIZE);
+    if lane == 0 {
+        for (i, v) in [q, r].into_iter().enumerate() {
+            rows::SCRATCH.store(warp * MOMENT_WORDS + 3 + i as u32, v.to_bits());
+        }
+    }
+    sync_threads();
+    let word = |w: u32, i: u32| f32::from_bits(rows::SCRATCH.load(w * MOMENT_WORDS + i));
+    let warps = block_dim_x() / WARP_SIZE;
+    let mut s = 0.0f32;
+    for w in 0..warps {
+        s += word(w, 1);
+    }
+    let mean = s * inv_cols;
+    let mut m2 = 0.0f32;
+    for w in 0..warps {
+        let t = word(w, 0) - mean;
+        m2 += math::fma(t, math::fma(word(w, 2), t, 2.0 * word(w, 4)), word(w, 3));
+    }
+    // The next row's exchange may overwrite the scratch only after every warp has read it.
+    sync_threads();
+    (mean, m2 * inv_cols)
 }
 
 /// The body of every backward norm kernel; `LAYER` selects layernorm (else rmsnorm).

@@ -75,7 +75,7 @@
 //! | sum, max, argmax | 32-39 | 28-46 | 36-64 |
 //! | softmax, log_softmax | 56-61 [66-80] | 56-77 | 48-55 [64-76] |
 //! | cross_entropy | 64-70 [85-96] | 60-64 [79-96] | 62-64 [78-88] |
-//! | layernorm, rmsnorm | 63-76 [77-91] | 63-91 | 56-72 [64-80] |
+//! | layernorm, rmsnorm | 63-80 [77-90] | 63-96 [80-94] | 56-72 [64-80] |
 //! | layernorm, rmsnorm backward | 85-121 | 85-116 [89-127] | 80-115 |
 //! | softmax backward (always 512) | 60-64 [67-79] | - | 56-61 [64-77] |
 //!
@@ -84,6 +84,10 @@
 //! a row's last partial chunk) compute their addresses: LLVM hoisted each cached chunk's
 //! address out of the row loop, one 64-bit register pair per chunk and tensor, held for a
 //! path that aligned rows never take; now they are computed when the path is taken.
+//!
+//! (layernorm, since its block kernels exchange each warp's moments once per row in place
+//! of two block reductions: 74-96 registers in its block kernels, layernorm_f32_block_small
+//! 84 where it took 91.)
 //!
 //! Those are the counts ptxas picks by itself. [`ROW_OCCUPANCY`] then declares most of the
 //! forward kernels to ptxas for four 256-thread blocks per SM (at most 64 registers; 32 warps,
@@ -127,7 +131,7 @@ pub const MAX_ROW_BLOCKS: u32 = 65535;
 /// Dynamic shared memory of block-per-row kernels: the block-reduction scratch (3 words per
 /// warp, 32 warps).
 pub const BLOCK_SCRATCH_BYTES: u32 = Shared::<u32>::bytes(crate::device::reduce::block_scratch_words(3));
-const SCRATCH: Shared<u32> = Shared::at(0, crate::device::reduce::block_scratch_words(3));
+pub(crate) const SCRATCH: Shared<u32> = Shared::at(0, crate::device::reduce::block_scratch_words(3));
 
 /// The largest dynamic shared segment one block may use: Hopper's 227 KB per block, with the
 /// opt-in the GPU launcher sets above 48 KB. Devices with less (sm_80: 163 KB) get what they
@@ -370,10 +374,10 @@ const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16"];
 /// (f16: 0.34; H200, 2026-12-04), where sum, at four blocks, ran at 0.98. Since the scalar
 /// fallbacks compute their addresses in place (see "Occupancy" in the module docs), most of
 /// the forward kernels take 53-77 registers unbounded and fit 64 without spills; layernorm's
-/// small blocks spill 8-24 B at 64 and fit 80; the backward norms spill at 80 (layernorm,
-/// 32-236 B; rmsnorm f32 small blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the
-/// 512-thread backward norms and 16-bit forward norms and cross_entropy at 64 (8-624 B), and
-/// those stay where they are.
+/// small blocks spilled 8-24 B at 64 (measured before its single exchange per row, see
+/// norm.rs) and fit 80; the backward norms spill at 80 (layernorm, 32-236 B; rmsnorm f32
+/// small blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the 512-thread backward norms
+/// and 16-bit forward norms and cross_entropy at 64 (8-624 B), and those stay where they are.
 pub const ROW_OCCUPANCY: &[RowOccupancy] = &[
     RowOccupancy {
         ops: &["softmax", "log_softmax", "cross_entropy", "rmsnorm"],

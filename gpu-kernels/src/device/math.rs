@@ -39,6 +39,14 @@ pub fn ln_approx(x: f32) -> f32 {
     log2_approx(x) * core::f32::consts::LN_2
 }
 
+/// 1/x. GPU: `rcp.approx.f32` (max error 1 ulp over the full range per the PTX ISA), one
+/// MUFU.RCP where `1.0 / x` (`div.rn.f32`) adds a Newton step and a call to a slow path that
+/// holds registers across it.
+#[inline(always)]
+pub fn rcp_approx(x: f32) -> f32 {
+    imp::rcp_approx(x)
+}
+
 /// 1/sqrt(x). GPU: `rsqrt.approx.f32` (max relative error 2^-22.9 per the PTX ISA).
 #[inline(always)]
 pub fn rsqrt_approx(x: f32) -> f32 {

@@ -301,6 +301,14 @@ pub fn log2_approx(x: f32) -> f32 {
 }
 
 #[inline(always)]
+pub fn rcp_approx(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: pure arithmetic.
+    unsafe { asm!("rcp.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
 pub fn rsqrt_approx(x: f32) -> f32 {
     let r: f32;
     // SAFETY: pure arithmetic.

@@ -267,6 +267,9 @@ pub fn exp2_approx_ftz(x: f32) -> f32 {
 pub fn log2_approx(x: f32) -> f32 {
     x.log2()
 }
+pub fn rcp_approx(x: f32) -> f32 {
+    1.0 / x
+}
 pub fn rsqrt_approx(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
