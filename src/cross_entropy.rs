@@ -1,7 +1,8 @@
 //! Fused cross-entropy over logits `[rows x vocab]` and integer targets: per-row loss (f32)
 //! and, optionally, the gradient w.r.t. the logits, `(softmax - onehot(target)) * grad_scale`,
-//! from one read of each row when it fits in registers (vocabularies up to 8192) or, with the
-//! gradient, in shared memory (the shared strategy); longer rows take a second read. Few
+//! from one read of each row when it fits in registers (vocabularies up to 8192, or 16384 in
+//! f16/bf16 with the gradient) or, with the gradient, in shared memory (the shared
+//! strategy); longer rows take a second read. Few
 //! rows of long vocabularies (fewer than 512, or than 88 where shared memory holds the row,
 //! over 32768 columns) take the split strategy: per-segment statistics (softmax's kernel),
 //! then a launch that combines them in a fixed order and writes the loss and gradient.
@@ -104,7 +105,7 @@ pub fn cross_entropy_with<T: Float>(
     };
     let k = T::row_kernels();
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let cfg = launch_config(strategy, shape, plan);
         return ctx.launch(k.cross_entropy[slot(strategy, &cfg, OP)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 2;

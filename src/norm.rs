@@ -91,7 +91,8 @@ fn forward<T: Float>(
     if shape.rows == 0 {
         return Ok(());
     }
-    let strategy = choose(ctx, op, strategy, RowPlan::cached(T::DTYPE.size()), shape)?;
+    let plan = RowPlan::cached(T::DTYPE.size());
+    let strategy = choose(ctx, op, strategy, plan, shape)?;
     let k = T::row_kernels();
     let mut addrs = vec![x.addr(), gamma.addr(), y.addr()];
     addrs.extend(beta.as_ref().map(|b| b.addr()));
@@ -111,7 +112,7 @@ fn forward<T: Float>(
         stats: GlobalMut::empty(),
     };
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let cfg = launch_config(strategy, shape, plan);
         let i = slot(strategy, &cfg, op)?;
         return ctx.launch(if layer { k.layernorm[i] } else { k.rmsnorm[i] }, cfg, params);
     }
@@ -256,15 +257,16 @@ fn backward<T: Float>(
     let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
-    let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
+    let mut cfg = launch_config(strategy, shape, RowPlan::ONE_PASS);
     cfg.grid = Dim3::x(blocks as u32);
     let (k, i) = (T::row_kernels(), slot(strategy, &cfg, op)?);
     let def = if layer { k.layernorm_backward[i] } else { k.rmsnorm_backward[i] };
     // Rows past the block's registers: its parameter sums stay in shared memory while they fit
     // (otherwise they are updated in the partial row, in L2, once per row).
     let sums_bytes = backward_sums_bytes(shape.cols, layer);
-    let shared =
-        strategy == RowStrategy::Block && shape.cols > strategy.capacity() && sums_bytes <= shared_limit(ctx) as usize;
+    let shared = strategy == RowStrategy::Block
+        && shape.cols > strategy.capacity(RowPlan::ONE_PASS)
+        && sums_bytes <= shared_limit(ctx) as usize;
     // The per-group partial gradients live in the context's scratch: no allocation and no
     // wait per call (the stream orders the reuse).
     ctx.with_scratch(groups * width, |scratch| {

@@ -100,7 +100,7 @@ fn launch<T: Float>(
     if strategy != RowStrategy::Split {
         let cfg = match strategy {
             RowStrategy::Warp => warp_launch_config(shape, params.lanes),
-            _ => launch_config(strategy, shape, T::DTYPE.size()),
+            _ => launch_config(strategy, shape, RowPlan::ONE_PASS),
         };
         return ctx.launch(pair[slot(strategy, &cfg, name)?], cfg, params);
     }

@@ -71,13 +71,13 @@ pub fn vectorized<T: Scalar>(cols: usize, addrs: &[usize]) -> bool {
     (cols * T::DTYPE.size()).is_multiple_of(16) && addrs.iter().all(|a| a.is_multiple_of(16))
 }
 
-/// The launch shape for `shape` with `strategy` over `elem`-byte elements (the shared
-/// strategy's dynamic shared memory holds one row).
-pub fn launch_config(strategy: RowStrategy, shape: Rows, elem: usize) -> LaunchConfig {
+/// The launch shape for `shape` with `strategy` for an op described by `plan` (the shared
+/// strategy's dynamic shared memory holds one row of `plan.cache_elem`-byte elements).
+pub fn launch_config(strategy: RowStrategy, shape: Rows, plan: RowPlan) -> LaunchConfig {
     LaunchConfig {
         grid: row_grid(shape.rows, strategy.rows_per_block()),
-        block: Dim3::x(strategy.launch_threads(shape.cols)),
-        shared_bytes: strategy.shared_bytes(shape.cols, elem),
+        block: Dim3::x(strategy.launch_threads(shape.cols, plan)),
+        shared_bytes: strategy.shared_bytes(shape.cols, plan.cache_elem),
     }
 }
 
@@ -87,7 +87,7 @@ pub fn launch_config(strategy: RowStrategy, shape: Rows, elem: usize) -> LaunchC
 pub fn warp_launch_config(shape: Rows, lanes: u32) -> LaunchConfig {
     LaunchConfig {
         grid: row_grid(shape.rows, WARP_BLOCK_THREADS / lanes),
-        ..launch_config(RowStrategy::Warp, shape, 0)
+        ..launch_config(RowStrategy::Warp, shape, RowPlan::ONE_PASS)
     }
 }
 

@@ -28,7 +28,8 @@ fn launch<T: Float>(
     if shape.rows == 0 || shape.cols == 0 {
         return Ok(());
     }
-    let strategy = choose(ctx, name, strategy, RowPlan::cached(T::DTYPE.size()), shape)?;
+    let plan = RowPlan::cached(T::DTYPE.size());
+    let strategy = choose(ctx, name, strategy, plan, shape)?;
     let k = T::row_kernels();
     let mut params = SoftmaxParams {
         rows: shape.rows as u32,
@@ -41,7 +42,7 @@ fn launch<T: Float>(
         shared: (strategy == RowStrategy::Shared) as u32,
     };
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, T::DTYPE.size());
+        let cfg = launch_config(strategy, shape, plan);
         let i = slot(strategy, &cfg, name)?;
         return ctx.launch(if log { k.log_softmax[i] } else { k.softmax[i] }, cfg, params);
     }
@@ -117,7 +118,7 @@ fn backward<T: Float>(
     // The backward keeps 512 threads per row at every length: with the fewest that cache the
     // row (`launch_config`'s choice for the other row ops) the H200 ran f32 softmax_backward
     // over 32768 x 4096 at 0.81 of copy where 512 ran 0.98 (2026-12-04).
-    let mut cfg = launch_config(strategy, shape, T::DTYPE.size());
+    let mut cfg = launch_config(strategy, shape, RowPlan::BLOCK_ONLY);
     cfg.block = Dim3::x(strategy.block_threads());
     let (k, i) = (T::row_kernels(), slot(strategy, &cfg, name)?);
     ctx.launch(if log { k.log_softmax_backward[i] } else { k.softmax_backward[i] }, cfg, params)

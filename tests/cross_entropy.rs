@@ -22,7 +22,7 @@ proptest! {
     fn cross_entropy_matches_reference(
         dtype in proptest::sample::select(vec![DType::F32, DType::F16, DType::BF16]),
         rows in 1usize..20,
-        cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(vec![1usize, 511, 513, 4097, 8193, 32_769, 50257, 262_147])],
+        cols in prop_oneof![3 => 1usize..700, 1 => proptest::sample::select(vec![1usize, 511, 513, 1025, 4097, 8193, 16_385, 32_769, 50257, 262_147])],
         offset in 0usize..2,
         seed in any::<u64>(),
         values in proptest::sample::select(vec![Values::Finite, Values::WithSpecials, Values::Huge]),

@@ -14,9 +14,10 @@ use proptest::prelude::*;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const OPS: [RowOp; 4] = [RowOp::LayerNorm, RowOp::RmsNorm, RowOp::LayerNormBackward, RowOp::RmsNormBackward];
-/// Around every boundary: warp (512), block registers (8192; past it the forward caches the
-/// row in shared memory), a split segment (8192) and split (more than 32768 columns).
-const COLS: &[usize] = &[1, 2, 7, 33, 511, 512, 513, 1023, 4097, 8192, 8193, 16_385, 32_769];
+/// Around every boundary: a warp's registers (512; the forward's 16-bit rows 1024), a block's
+/// (8192, the forward's 16-bit rows 16384; past them the forward caches the row in shared
+/// memory), a split segment (8192) and split (more than 32768 columns).
+const COLS: &[usize] = &[1, 2, 7, 33, 511, 512, 513, 1023, 1024, 1025, 4097, 8192, 8193, 16_384, 16_385, 32_769];
 
 /// The strategies a norm op can be forced to: the shared strategy is the forward's only.
 fn strategies(op: RowOp) -> Vec<RowStrategy> {

@@ -203,7 +203,11 @@ fn streamed_rows_match_reference_at_every_chunk_count() {
     for ctx in common::backends("streamed_rows") {
         for &(dtype, strategy, group, cols) in &shapes {
             if strategy == RowStrategy::Block {
-                assert_eq!(strategy.launch_threads(cols) as usize, group, "{cols} columns");
+                assert_eq!(
+                    strategy.launch_threads(cols, ferrokern::rows::RowPlan::ONE_PASS) as usize,
+                    group,
+                    "{cols} columns"
+                );
             }
             for op in [RowOp::Sum, RowOp::Max, RowOp::Argmax] {
                 for offset in [0, 1] {

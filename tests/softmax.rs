@@ -13,9 +13,11 @@ use ferrokern::{Context, DType};
 use proptest::prelude::*;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-/// Column counts around every boundary: chunk (4/8), warp capacity (512), block capacity
-/// (8192, past which the shared strategy caches the row), split (more than 32768 columns).
-const COLS: &[usize] = &[1, 7, 8, 31, 33, 127, 511, 512, 513, 1023, 4097, 8191, 8192, 8193, 9001, 32_769];
+/// Column counts around every boundary: chunk (4/8), a warp's registers (512 f32, 1024
+/// 16-bit), a block's (8192 f32, 16384 16-bit; past them the shared strategy caches the row),
+/// split (more than 32768 columns).
+const COLS: &[usize] =
+    &[1, 7, 8, 31, 33, 127, 511, 512, 513, 1023, 1024, 1025, 4097, 8191, 8192, 8193, 9001, 16_384, 16_385, 32_769];
 
 fn run(ctx: &Context, case: RowCase) {
     let r = verify::rows(ctx, &case).unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));
@@ -230,15 +232,21 @@ fn strategy_selection_picks_shared_and_split() {
     let pick = |op: RowOp, dtype: DType, rows: usize, cols: usize| op.auto_strategy(&ctx, dtype, Rows::new(rows, cols));
     for dtype in DTYPES {
         let cap = if dtype == DType::F32 { 58_016 } else { 116_032 };
-        for op in RowOp::ALL {
-            // Every op: a warp up to 512 columns, a block from registers up to 8192.
+        for op in one_pass.into_iter().chain(backward) {
+            // A warp up to 512 columns, a block from registers up to 8192.
             assert_eq!(pick(op, dtype, 1000, 512), Warp, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 1000, 513), Block, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 1000, 8192), Block, "{op:?} {dtype:?}");
         }
+        // The forward ops keep 64 bytes of row per thread: 512 f32 or 1024 16-bit columns per
+        // warp, 8192 or 16384 per block.
+        let warp_cols = 32 * 64 / dtype.size();
         for op in cached {
+            assert_eq!(pick(op, dtype, 1000, warp_cols), Warp, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, warp_cols + 1), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, 16 * warp_cols), Block, "{op:?} {dtype:?}");
             // Past the registers: shared while the row fits, block streaming beyond.
-            assert_eq!(pick(op, dtype, 1000, 8193), Shared, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 1000, 16 * warp_cols + 1), Shared, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 1000, cap), Shared, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 1000, cap + 1), Block, "{op:?} {dtype:?}");
             // Few long rows: split, below 88 rows while the row fits shared memory, below

@@ -49,7 +49,7 @@ use crate::device::thread::{
 use crate::device::{Element, Global, GlobalMut, Shared, WARP_SIZE, math};
 use crate::rows::{
     self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared, group_reduce,
-    load_chunk, store_chunk, visit_shared,
+    load_chunk, load_raw_chunk, store_chunk, visit_shared, widen,
 };
 
 #[repr(C)]
@@ -128,8 +128,8 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
     let cols = p.cols as usize;
     let vectorized = p.vectorized != 0;
     let nchunks = rows::chunks(cols, VEC);
-    let cache_n = const { cache_chunks(VEC) };
-    let cached = nchunks <= rows::group_threads::<G>() * cache_n;
+    // The row in registers in the storage type (rows::ROW_CACHE_BYTES per thread).
+    let cached = nchunks <= rows::group_threads::<G>() * MAX_CACHE_CHUNKS;
     let shared = !cached && G != crate::device::WARP_SIZE && p.shared != 0;
     let inv_cols = 1.0 / p.cols as f32;
     // The elements of a row that this warp's threads hold, the same in every row (block
@@ -141,7 +141,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
     };
     while row < p.rows as usize {
         let base = row * cols;
-        let mut cache = [[0.0f32; VEC]; MAX_CACHE_CHUNKS];
+        let mut cache = [[T::from_f32(0.0); VEC]; MAX_CACHE_CHUNKS];
         // Pass 1: this thread's sum (layernorm) or nothing (rmsnorm); the shared path fills
         // its cache.
         let mut s = 0.0f32;
@@ -153,11 +153,11 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
         if shared {
             fill_shared::<T, VEC, G>(&p.x, base, cols, lane, vectorized, 0.0, |_, v| add(&v));
         } else if cached {
-            crate::for_each_cached_chunk!(j < cache_n => {
+            crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
                 let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
-                    cache[j] = load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0);
-                    add(&cache[j]);
+                    cache[j] = load_raw_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, T::from_f32(0.0));
+                    add(&widen(cache[j]));
                 }
             });
         } else if LAYER {
@@ -182,10 +182,10 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
         if shared {
             visit_shared::<T, VEC, G>(cols, lane, |c, v| acc(c, &v));
         } else if cached {
-            crate::for_each_cached_chunk!(j < cache_n => {
+            crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
                 let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
-                    acc(c, &cache[j]);
+                    acc(c, &widen(cache[j]));
                 }
             });
         } else {
@@ -220,10 +220,10 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
         if shared {
             visit_shared::<T, VEC, G>(cols, lane, |c, v| write(c, &v));
         } else if cached {
-            crate::for_each_cached_chunk!(j < cache_n => {
+            crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
                 let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
-                    write(c, &cache[j]);
+                    write(c, &widen(cache[j]));
                 }
             });
         } else {

@@ -14,10 +14,12 @@
 //!
 //! # Caching
 //! Ops that read a row more than once (softmax, cross_entropy, the forward norms) keep up to
-//! [`CACHE_VALUES`] values per thread in registers, so rows up to `G * CACHE_VALUES` columns
-//! ([`RowStrategy::capacity`]: 512 for a warp, 8192 for a block of 512) are read from memory
-//! once. A block gets the fewest threads that cache its row ([`block_row_threads`]: 256 for
-//! 4096 columns), so that more rows are in flight per SM (below).
+//! [`ROW_CACHE_BYTES`] (64) of it per thread in registers, in the storage type: 16 f32 or 32
+//! f16/bf16 values, widened to f32 where they are used. Rows up to `G` times that
+//! ([`RowStrategy::capacity`]: 512 f32 or 1024 16-bit columns for a warp, 8192 or 16384 for
+//! a block of 512) are read from memory once. A block gets the fewest threads that cache its
+//! row ([`block_row_threads`]: 256 for 4096 f32 columns, 128 for 4096 f16), so that more rows
+//! are in flight per SM (below).
 //! Longer rows are cached in dynamic shared memory by the [`RowStrategy::Shared`] strategy
 //! while they fit ([`SHARED_ROW_MAX_BYTES`], Hopper's 227 KB per block with the opt-in above
 //! 48 KB: 58016 f32 or 116032 f16/bf16 columns); each thread caches exactly the chunks it
@@ -54,7 +56,8 @@
 //! softmax at 0.33 of a copy's bandwidth there (2026-12-04), sum (26 registers, four blocks)
 //! at 0.87. About 30-40 KB must be in flight per SM to cover HBM's latency
 //! (4.8 TB/s / 132 SMs x ~1 us). So a register-cached row gets the fewest threads that hold
-//! it, each caching [`CACHE_VALUES`] ([`block_row_threads`]: 256 threads at 4096 columns).
+//! it, each caching [`ROW_CACHE_BYTES`] ([`block_row_threads`]: 256 threads at 4096 f32
+//! columns).
 //!
 //! Those launches run separate kernels, `*_block_small`, whose group size is read from the
 //! launch ([`BLOCK_GROUP`]). This body, then the only block kernel, ran softmax at 0.45 of
@@ -87,13 +90,18 @@
 //!
 //! (layernorm, since its block kernels exchange each warp's moments once per row in place
 //! of two block reductions: 74-96 registers in its block kernels, layernorm_f32_block_small
-//! 84 where it took 91.)
+//! 84 where it took 91. The 16-bit forward kernels, since they keep 32 values of their row
+//! per thread as 16-bit values and widen them at each use (2026-12-07): softmax and
+//! log_softmax 64-79 [80-96], cross_entropy 78-99 [104-126], layernorm and rmsnorm 80-120
+//! [95-118].)
 //!
 //! Those are the counts ptxas picks by itself. [`ROW_OCCUPANCY`] then declares most of the
 //! forward kernels to ptxas for four 256-thread blocks per SM (at most 64 registers; 32 warps,
-//! four rows of 4096 f32 in flight) or two 512-thread blocks, layernorm's small blocks and
-//! 16-bit rmsnorm backward's for three (80), each at the most blocks that assemble without
-//! spills; the other backward norms stay unbounded (two blocks). Not yet measured on the GPU.
+//! four rows of 4096 f32 in flight, or eight 128-thread blocks of 4096 f16) or two 512-thread
+//! blocks, layernorm's small blocks, the 16-bit cross_entropy and norm kernels that spill at
+//! 64 and 16-bit rmsnorm backward's for three (80), each at the most blocks that assemble
+//! without spills; the other backward norms stay unbounded (two blocks). Not yet measured on
+//! the GPU.
 //!
 //! A block caching `b` bytes of row in shared memory uses `b + 384` bytes of it. An SM has
 //! 228 KB, so rows of more than ~113 KB (28k f32 / 56k 16-bit columns) allow one 512-thread
@@ -114,12 +122,19 @@ use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE, hint
 pub const WARP_BLOCK_THREADS: u32 = 256;
 /// Threads per row (and per block) in block-per-row kernels.
 pub const BLOCK_ROW_THREADS: u32 = 512;
-/// Values each thread keeps in registers on the cached path. 16 keeps block-per-row kernels
-/// under 128 registers per thread, the most a 512-thread block can have on a 64K-register SM
-/// (checked offline by ptxas in CI); 32 values pushed the 16-bit kernels to ~195 registers.
+/// Values each thread of the backward kernels keeps per column in f32 registers (softmax
+/// backward's `y` and `dy`, the norm backward's parameter sums), and the reductions' share of
+/// a row (block threads are sized by it). 16 keeps the block-per-row kernels under 128
+/// registers per thread, the most a 512-thread block can have on a 64K-register SM (checked
+/// offline by ptxas in CI); 32 f32 values pushed the 16-bit kernels to ~195 registers.
 pub const CACHE_VALUES: usize = 16;
-/// The most chunks any kernel caches (f32: 16 values in 4 chunks; 16-bit: 2 chunks of 8).
+/// The most chunks any kernel caches: the forward kernels' whole row cache (4 chunks of 16
+/// bytes, 64 bytes per thread in the storage type: 16 f32 or 32 f16/bf16 values); f32
+/// [`CACHE_VALUES`] are 4 chunks of f32 and 2 of 16-bit.
 pub const MAX_CACHE_CHUNKS: usize = 4;
+/// Bytes of its row each thread of a forward kernel (softmax, log_softmax, cross_entropy,
+/// layernorm, rmsnorm) keeps in registers, in the storage type ([`RowPlan::cached`]).
+pub const ROW_CACHE_BYTES: usize = MAX_CACHE_CHUNKS * 16;
 
 /// Chunks of `VEC` elements that make up [`CACHE_VALUES`].
 pub const fn cache_chunks(vec: usize) -> usize {
@@ -162,14 +177,15 @@ pub const fn shared_launch_bytes(cols: usize, elem: usize) -> usize {
 /// Fewest threads of a block-per-row launch.
 pub const MIN_BLOCK_ROW_THREADS: u32 = 64;
 
-/// Threads of a block-strategy launch over rows of `cols` elements: the fewest (a power of two,
-/// [`MIN_BLOCK_ROW_THREADS`] to [`BLOCK_ROW_THREADS`]) whose registers cache the row
-/// ([`CACHE_VALUES`] each), [`BLOCK_ROW_THREADS`] for rows past the cache. The registers per
-/// thread are the kernel's whatever the block size, so smaller blocks put more rows in
-/// flight per SM: at 4096 columns, two 256-thread softmax blocks share an SM where one
-/// 512-thread block fit (see "Occupancy" above).
-pub const fn block_row_threads(cols: usize) -> u32 {
-    let t = cols.div_ceil(CACHE_VALUES).next_power_of_two();
+/// Threads of a block-strategy launch over rows of `cols` elements when each thread holds
+/// `values` of them ([`RowPlan::values`]): the fewest (a power of two,
+/// [`MIN_BLOCK_ROW_THREADS`] to [`BLOCK_ROW_THREADS`]) whose registers cache the row,
+/// [`BLOCK_ROW_THREADS`] for rows past the cache. The registers per thread are the kernel's
+/// whatever the block size, so smaller blocks put more rows in flight per SM: at 4096
+/// columns, two 256-thread softmax blocks share an SM where one 512-thread block fit (see
+/// "Occupancy" above).
+pub const fn block_row_threads(cols: usize, values: usize) -> u32 {
+    let t = cols.div_ceil(values).next_power_of_two();
     if t < MIN_BLOCK_ROW_THREADS as usize {
         MIN_BLOCK_ROW_THREADS
     } else if t > BLOCK_ROW_THREADS as usize {
@@ -179,7 +195,8 @@ pub const fn block_row_threads(cols: usize) -> u32 {
     }
 }
 
-/// Elements of one row that one block handles in the split strategy.
+/// Elements of one row that one block handles in the split strategy: what a block's
+/// registers hold at [`CACHE_VALUES`] per thread (f32 rows' full cache, half of 16-bit's).
 pub const SPLIT_SEGMENT: u32 = BLOCK_ROW_THREADS * CACHE_VALUES as u32;
 /// The split strategy is chosen for rows longer than this...
 pub const SPLIT_MIN_COLS: usize = 4 * SPLIT_SEGMENT as usize;
@@ -220,11 +237,12 @@ impl RowStrategy {
             RowStrategy::Block | RowStrategy::Shared | RowStrategy::Split => BLOCK_ROW_THREADS,
         }
     }
-    /// Threads per block of a launch over rows of `cols` elements: the block strategy's
-    /// [`block_row_threads`], the others' [`RowStrategy::block_threads`].
-    pub const fn launch_threads(self, cols: usize) -> u32 {
+    /// Threads per block of a launch of an op described by `plan` over rows of `cols`
+    /// elements: the block strategy's [`block_row_threads`], the others'
+    /// [`RowStrategy::block_threads`].
+    pub const fn launch_threads(self, cols: usize, plan: RowPlan) -> u32 {
         match self {
-            RowStrategy::Block => block_row_threads(cols),
+            RowStrategy::Block => block_row_threads(cols, plan.values),
             _ => self.block_threads(),
         }
     }
@@ -240,17 +258,12 @@ impl RowStrategy {
             RowStrategy::Shared => shared_launch_bytes(cols, elem) as u32,
         }
     }
-    /// Columns a group caches in registers (any element type).
-    pub const fn capacity(self) -> usize {
-        self.group() as usize * CACHE_VALUES
-    }
-    /// The strategy for rows of `cols` elements: a warp while the warp can cache the row,
-    /// a block beyond.
-    pub const fn for_cols(cols: usize) -> Self {
-        if cols <= RowStrategy::Warp.capacity() { RowStrategy::Warp } else { RowStrategy::Block }
+    /// Columns a group of an op described by `plan` holds in registers.
+    pub const fn capacity(self, plan: RowPlan) -> usize {
+        self.group() as usize * plan.values
     }
     /// The strategy for ops that have a split kernel and read a row once (the reductions):
-    /// split for few, long rows, else as [`RowStrategy::for_cols`].
+    /// split for few, long rows, a warp while the warp holds the row, else a block.
     pub const fn for_shape(rows: usize, cols: usize) -> Self {
         RowStrategy::select(rows, cols, RowPlan::ONE_PASS, 0)
     }
@@ -261,10 +274,10 @@ impl RowStrategy {
     /// the GPU and split exists; else split for few long rows, else block streaming. See the
     /// module docs for the byte counts behind each threshold.
     pub const fn select(rows: usize, cols: usize, plan: RowPlan, shared_limit: u32) -> Self {
-        if cols <= RowStrategy::Warp.capacity() {
+        if cols <= RowStrategy::Warp.capacity(plan) {
             return RowStrategy::Warp;
         }
-        if cols <= RowStrategy::Block.capacity() {
+        if cols <= RowStrategy::Block.capacity(plan) {
             return RowStrategy::Block;
         }
         let fits = plan.cache_elem > 0 && shared_launch_bytes(cols, plan.cache_elem) <= shared_limit as usize;
@@ -291,26 +304,37 @@ pub struct RowPlan {
     pub cache_elem: usize,
     /// Whether the op has split kernels.
     pub split: bool,
+    /// Columns of a row each thread holds in registers: a group of `G` threads holds rows of
+    /// up to `G * values` columns ([`RowStrategy::capacity`]), and a block gets the fewest
+    /// threads that hold its row ([`block_row_threads`]).
+    pub values: usize,
 }
 
 impl RowPlan {
     /// Reads each row once, has split kernels (sum, max, argmax; cross_entropy without the
-    /// gradient).
-    pub const ONE_PASS: RowPlan = RowPlan { cache_elem: 0, split: true };
+    /// gradient; the norm backward, whose registers hold f32 parameter sums per column).
+    pub const ONE_PASS: RowPlan = RowPlan { cache_elem: 0, split: true, values: CACHE_VALUES };
     /// Reads each row more than once, has split kernels and a shared-memory cache (softmax,
     /// log_softmax, cross_entropy with the gradient, layernorm, rmsnorm) over `elem`-byte
-    /// elements.
+    /// elements, and keeps [`ROW_CACHE_BYTES`] of the row per thread in registers in the
+    /// storage type: 16 f32 or 32 f16/bf16 values, so that a 16-bit row of 4096 columns takes
+    /// 128 threads with four 16-byte loads in flight each, as f32's 256 do. Cached as 16
+    /// values widened to f32, a 16-bit thread had two loads in flight, and 16-bit softmax ran
+    /// at 0.34 of a copy where f32 ran at 0.45 (H200, 2026-12-04, 32768 x 4096).
     pub const fn cached(elem: usize) -> RowPlan {
-        RowPlan { cache_elem: elem, split: true }
+        RowPlan { cache_elem: elem, split: true, values: ROW_CACHE_BYTES / elem }
     }
     /// No cache, no split (softmax and log_softmax backward).
-    pub const BLOCK_ONLY: RowPlan = RowPlan { cache_elem: 0, split: false };
+    pub const BLOCK_ONLY: RowPlan = RowPlan { cache_elem: 0, split: false, values: CACHE_VALUES };
 }
 
 const _: () = assert!(WARP_BLOCK_THREADS.is_multiple_of(WARP_SIZE) && WARP_BLOCK_THREADS <= 1024);
 const _: () = assert!(SHARED_ROW_OFFSET.is_multiple_of(16) && SHARED_ROW_MAX_BYTES.is_multiple_of(16));
-const _: () =
-    assert!(SPLIT_SEGMENT as usize == RowStrategy::Block.capacity(), "a split segment fits the block's registers");
+const _: () = assert!(
+    SPLIT_SEGMENT as usize == RowStrategy::Block.capacity(RowPlan::cached(4))
+        && SPLIT_SEGMENT as usize <= RowStrategy::Block.capacity(RowPlan::cached(2)),
+    "a split segment fits the block's registers"
+);
 const _: () = assert!(BLOCK_ROW_THREADS.is_multiple_of(WARP_SIZE) && BLOCK_ROW_THREADS <= 1024);
 
 /// Threads per block of `name` if it is a row kernel (reduce, softmax, norm families).
@@ -365,42 +389,41 @@ impl RowOccupancy {
 }
 
 const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16"];
+const HALF_DTYPES: &[&str] = &["f16", "bf16"];
+const SMALL: &[&str] = &["warp", "block_small"];
 
 /// The row kernels built for more blocks per SM than their registers would otherwise allow.
 /// Each entry is the most blocks at which the kernels assemble without spills on every arch
-/// it names (ptxas 12.9, 2026-12-06; the CI's ptxas gate checks it on sm_80, sm_90 and
-/// sm_90a). Unbounded, the small-block softmax kernels took 89-115 registers (two
-/// 256-thread blocks per SM, two rows of 4096 columns in flight) and ran at 0.45 of a copy
-/// (f16: 0.34; H200, 2026-12-04), where sum, at four blocks, ran at 0.98. Since the scalar
-/// fallbacks compute their addresses in place (see "Occupancy" in the module docs), most of
-/// the forward kernels take 53-77 registers unbounded and fit 64 without spills; layernorm's
-/// small blocks spilled 8-24 B at 64 (measured before its single exchange per row, see
-/// norm.rs) and fit 80; the backward norms spill at 80 (layernorm, 32-236 B; rmsnorm f32
-/// small blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the 512-thread backward norms
-/// and 16-bit forward norms and cross_entropy at 64 (8-624 B), and those stay where they are.
+/// it names (ptxas 12.9, 2026-12-06, the 16-bit forward kernels 2026-12-07; the CI's ptxas
+/// gate checks it on sm_80, sm_90 and sm_90a). Unbounded, the small-block softmax kernels
+/// took 89-115 registers (two 256-thread blocks per SM, two rows of 4096 columns in flight)
+/// and ran at 0.45 of a copy (f16: 0.34; H200, 2026-12-04), where sum, at four blocks, ran at
+/// 0.98. Since the scalar fallbacks compute their addresses in place (see "Occupancy" in the
+/// module docs), most of the forward kernels take 53-77 registers unbounded and fit 64
+/// without spills. At three blocks (80): layernorm's small blocks (8-24 B of spills at 64,
+/// measured before its single exchange per row, see norm.rs), and the 16-bit cross_entropy
+/// small kernels, rmsnorm small blocks and layernorm warp kernels since their rows stay in
+/// registers as 16-bit values (78-119 unbounded, 8-32 B of spills at 64: each use widens
+/// them again). The backward norms spill at 80 (layernorm, 32-236 B; rmsnorm f32 small
+/// blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the 512-thread backward norms and
+/// 16-bit forward norms and cross_entropy at 64 (8-624 B), and those stay where they are.
 pub const ROW_OCCUPANCY: &[RowOccupancy] = &[
+    RowOccupancy { ops: &["softmax", "log_softmax"], dtypes: ALL_DTYPES, kinds: SMALL, blocks: 4, since_sm: 80 },
+    RowOccupancy { ops: &["cross_entropy", "rmsnorm"], dtypes: &["f32"], kinds: SMALL, blocks: 4, since_sm: 80 },
+    RowOccupancy { ops: &["rmsnorm"], dtypes: HALF_DTYPES, kinds: &["warp"], blocks: 4, since_sm: 80 },
+    RowOccupancy { ops: &["layernorm"], dtypes: &["f32"], kinds: &["warp"], blocks: 4, since_sm: 80 },
     RowOccupancy {
-        ops: &["softmax", "log_softmax", "cross_entropy", "rmsnorm"],
-        dtypes: ALL_DTYPES,
-        kinds: &["warp", "block_small"],
-        blocks: 4,
-        since_sm: 80,
-    },
-    RowOccupancy {
-        ops: &["layernorm", "softmax_backward", "log_softmax_backward"],
+        ops: &["softmax_backward", "log_softmax_backward"],
         dtypes: ALL_DTYPES,
         kinds: &["warp"],
         blocks: 4,
         since_sm: 80,
     },
+    RowOccupancy { ops: &["cross_entropy"], dtypes: HALF_DTYPES, kinds: SMALL, blocks: 3, since_sm: 80 },
+    RowOccupancy { ops: &["rmsnorm"], dtypes: HALF_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
+    RowOccupancy { ops: &["layernorm"], dtypes: HALF_DTYPES, kinds: &["warp"], blocks: 3, since_sm: 80 },
     RowOccupancy { ops: &["layernorm"], dtypes: ALL_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
-    RowOccupancy {
-        ops: &["rmsnorm_backward"],
-        dtypes: &["f16", "bf16"],
-        kinds: &["block_small"],
-        blocks: 3,
-        since_sm: 80,
-    },
+    RowOccupancy { ops: &["rmsnorm_backward"], dtypes: HALF_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
     RowOccupancy { ops: &["rmsnorm_backward"], dtypes: ALL_DTYPES, kinds: &["warp"], blocks: 3, since_sm: 90 },
     RowOccupancy {
         ops: &["softmax", "log_softmax", "softmax_backward", "log_softmax_backward"],
@@ -729,25 +752,39 @@ mod tests {
     /// the fewest such, and 512 for rows past the cache.
     #[test]
     fn block_rows_get_the_fewest_threads_that_cache_them() {
+        let f32_row = RowPlan::cached(4);
         for (cols, want) in
             [(1, 64), (513, 64), (1024, 64), (1025, 128), (4096, 256), (4097, 512), (8192, 512), (1 << 20, 512)]
         {
-            assert_eq!(block_row_threads(cols), want, "{cols} columns");
+            assert_eq!(block_row_threads(cols, f32_row.values), want, "{cols} columns");
+            assert_eq!(block_row_threads(cols, CACHE_VALUES), want, "{cols} columns, one pass");
         }
-        for cols in 1..=RowStrategy::Block.capacity() {
-            let t = block_row_threads(cols) as usize;
-            assert!(t.is_power_of_two() && t * CACHE_VALUES >= cols, "{cols} columns: {t} threads");
-            assert!(
-                t == MIN_BLOCK_ROW_THREADS as usize || (t / 2) * CACHE_VALUES < cols,
-                "{cols}: {t} is not the fewest"
-            );
+        // 16-bit rows: 32 values per thread, so 4096 columns take 128 threads.
+        for (cols, want) in [(2048, 64), (2049, 128), (4096, 128), (8192, 256), (8193, 512), (16384, 512)] {
+            assert_eq!(block_row_threads(cols, RowPlan::cached(2).values), want, "16-bit, {cols} columns");
         }
-        for cols in 1..=RowStrategy::Block.capacity() {
-            let t = RowStrategy::Block.launch_threads(cols);
-            assert!(t <= SMALL_BLOCK_MAX_THREADS || t == BLOCK_ROW_THREADS, "{cols} columns: {t} threads");
+        for plan in [f32_row, RowPlan::cached(2), RowPlan::ONE_PASS, RowPlan::BLOCK_ONLY] {
+            let values = plan.values;
+            for cols in 1..=RowStrategy::Block.capacity(plan) {
+                let t = block_row_threads(cols, values) as usize;
+                assert!(t.is_power_of_two() && t * values >= cols, "{cols} columns: {t} threads");
+                assert!(
+                    t == MIN_BLOCK_ROW_THREADS as usize || (t / 2) * values < cols,
+                    "{cols}: {t} is not the fewest"
+                );
+                let t = RowStrategy::Block.launch_threads(cols, plan);
+                assert!(t <= SMALL_BLOCK_MAX_THREADS || t == BLOCK_ROW_THREADS, "{cols} columns: {t} threads");
+            }
         }
-        assert_eq!(RowStrategy::Shared.launch_threads(4096), BLOCK_ROW_THREADS);
-        assert_eq!(RowStrategy::Warp.launch_threads(100), WARP_BLOCK_THREADS);
+        assert_eq!(RowStrategy::Shared.launch_threads(4096, f32_row), BLOCK_ROW_THREADS);
+        assert_eq!(RowStrategy::Warp.launch_threads(100, f32_row), WARP_BLOCK_THREADS);
+        // The forward ops' 16-bit rows stay on a warp to 1024 columns, a block to 16384.
+        assert_eq!(RowStrategy::select(10_000, 1024, RowPlan::cached(2), 0), RowStrategy::Warp);
+        assert_eq!(RowStrategy::select(10_000, 1025, RowPlan::cached(2), 0), RowStrategy::Block);
+        assert_eq!(RowStrategy::select(10_000, 513, f32_row, 0), RowStrategy::Block);
+        assert_eq!(RowStrategy::select(10_000, 16384, RowPlan::cached(2), 0), RowStrategy::Block);
+        assert_eq!(RowStrategy::select(10_000, 16385, RowPlan::cached(2), MAX_BLOCK_SHARED_BYTES), RowStrategy::Shared);
+        assert_eq!(RowStrategy::select(10_000, 513, RowPlan::ONE_PASS, 0), RowStrategy::Block);
     }
 
     /// Every kernel [`ROW_OCCUPANCY`] names exists, is a 256- or 512-thread row kernel whose

@@ -25,7 +25,7 @@ use crate::device::thread::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, math};
 use crate::rows::{
     self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
-    store_chunk, visit_shared,
+    load_raw_chunk, narrow, store_chunk, visit_shared, widen,
 };
 
 #[repr(C)]
@@ -67,9 +67,10 @@ enum Keep {
 /// Where a row's values come from on their last pass: the register cache, the shared row
 /// cache, or memory again.
 pub struct RowPass<T, const VEC: usize> {
-    /// The thread's values in registers ([`Keep::Registers`]): `x`, or after
-    /// `stats::<_, true>` `e^(x - own_max)`.
-    cache: [[f32; VEC]; MAX_CACHE_CHUNKS],
+    /// The thread's values in registers ([`Keep::Registers`]), in the storage type
+    /// ([`rows::ROW_CACHE_BYTES`]): `x`, or for f32 after `stats::<_, true>` `e^(x - own_max)`
+    /// ([`RowPass::KEEPS_EXPS`]).
+    cache: [[T; VEC]; MAX_CACHE_CHUNKS],
     /// The max of this thread's values.
     own_max: f32,
     keep: Keep,
@@ -82,6 +83,11 @@ pub struct RowPass<T, const VEC: usize> {
 }
 
 impl<T: Element, const VEC: usize> RowPass<T, VEC> {
+    /// Whether the register cache holds `e^(x - own_max)` exactly: f32 storage. A 16-bit
+    /// cache would round the terms to the storage type before they are scaled and rounded
+    /// again, so 16-bit rows keep `x` and take the exponential again when they write.
+    const KEEPS_EXPS: bool = core::mem::size_of::<T>() == 4;
+
     /// Reads the row starting at `base` and returns it with its softmax statistics
     /// `(max, sum of e^(x - max))` over the `G` threads of the row's group. Rows that fit are
     /// read once into registers, or (`shared`, block kernels) into the shared row cache;
@@ -92,10 +98,9 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
     /// store; rmsnorm, with one, ran at 0.73 of a copy where softmax ran at 0.45, H200,
     /// 2026-12-04, 32768 x 4096 f32).
     ///
-    /// With `EXPS`, a row in registers keeps `e^(x - own max)` in place of `x`, the terms of
-    /// the thread's sum, so that [`RowPass::probabilities`] scales them instead of taking a
-    /// second exponential per element (16-bit softmax, with twice the elements per byte of
-    /// f32, ran at 0.34 of a copy where f32 ran at 0.45: H200, 2026-12-04, 32768 x 4096).
+    /// With `EXPS`, an f32 row in registers keeps `e^(x - own max)` in place of `x`, the
+    /// terms of the thread's sum, so that [`RowPass::probabilities`] scales them instead of
+    /// taking a second exponential per element.
     #[inline(always)]
     #[track_caller]
     pub fn stats<const G: u32, const EXPS: bool>(
@@ -107,8 +112,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         shared: bool,
     ) -> (Self, f32, f32) {
         let nchunks = rows::chunks(cols, VEC);
-        let cache_n = const { cache_chunks(VEC) };
-        let keep = if nchunks <= rows::group_threads::<G>() * cache_n {
+        let keep = if nchunks <= rows::group_threads::<G>() * MAX_CACHE_CHUNKS {
             Keep::Registers
         } else if G != crate::device::WARP_SIZE && shared {
             Keep::Shared
@@ -116,7 +120,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             Keep::Stream
         };
         let mut pass = RowPass {
-            cache: [[f32::NEG_INFINITY; VEC]; MAX_CACHE_CHUNKS],
+            cache: [[T::from_f32(f32::NEG_INFINITY); VEC]; MAX_CACHE_CHUNKS],
             own_max: f32::NEG_INFINITY,
             keep,
             lane,
@@ -144,28 +148,30 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             SoftmaxStats { m, s }
         } else if keep == Keep::Registers {
             let mut m = f32::NEG_INFINITY;
-            crate::for_each_cached_chunk!(j < cache_n => {
+            let fill = T::from_f32(f32::NEG_INFINITY);
+            crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
                 let c = lane + j * rows::group_threads::<G>();
                 if c < nchunks {
-                    pass.cache[j] = load_chunk::<T, VEC>(x, base, cols, c, vectorized, f32::NEG_INFINITY);
-                    for &v in pass.cache[j].iter() {
+                    pass.cache[j] = load_raw_chunk::<T, VEC>(x, base, cols, c, vectorized, fill);
+                    for v in widen(pass.cache[j]) {
                         m = math::max_nan(m, v);
                     }
                 }
             });
             let mut s = 0.0f32;
             if m != f32::NEG_INFINITY {
-                crate::for_each_cached_chunk!(j < cache_n => {
-                    for v in pass.cache[j].iter_mut() {
-                        let e = math::exp_approx(*v - m);
-                        s += e;
-                        if EXPS {
-                            *v = e;
-                        }
+                crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
+                    let mut v = widen(pass.cache[j]);
+                    for e in v.iter_mut() {
+                        *e = math::exp_approx(*e - m);
+                        s += *e;
+                    }
+                    if EXPS && Self::KEEPS_EXPS {
+                        pass.cache[j] = narrow(v);
                     }
                 });
-            } else if EXPS {
-                pass.cache = [[0.0; VEC]; MAX_CACHE_CHUNKS];
+            } else if EXPS && Self::KEEPS_EXPS {
+                pass.cache = [[T::from_f32(0.0); VEC]; MAX_CACHE_CHUNKS];
             }
             pass.own_max = m;
             SoftmaxStats { m, s }
@@ -201,11 +207,10 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         if self.keep == Keep::Shared {
             visit_shared::<T, VEC, G>(self.cols, self.lane, f);
         } else if self.keep == Keep::Registers {
-            let cache_n = const { cache_chunks(VEC) };
-            crate::for_each_cached_chunk!(j < cache_n => {
+            crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
                 let c = self.lane + j * rows::group_threads::<G>();
                 if c < self.nchunks {
-                    f(c, self.cache[j]);
+                    f(c, widen(self.cache[j]));
                 }
             });
         } else {
@@ -219,8 +224,9 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
 
     /// Calls `f(chunk, probabilities)` for each of this thread's chunks, given the row's
     /// statistics `m`, `s` from [`RowPass::stats`]: a fully masked row (`m = -inf`) gives 0,
-    /// a NaN in the row NaN. `EXPS` as given to `stats`: from the cached exponentials of a
-    /// row in registers (one exponential per thread here), else `e^(x - m) / s` per element.
+    /// a NaN in the row NaN. `EXPS` as given to `stats`: from the cached exponentials of an
+    /// f32 row in registers (one exponential per thread here), else `e^(x - m) / s` per
+    /// element.
     #[inline(always)]
     #[track_caller]
     pub fn probabilities<const G: u32, const EXPS: bool>(
@@ -231,7 +237,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         mut f: impl FnMut(usize, [f32; VEC]),
     ) {
         let inv_s = 1.0 / s;
-        if EXPS && self.keep == Keep::Registers {
+        if EXPS && Self::KEEPS_EXPS && self.keep == Keep::Registers {
             // The thread's terms e^(x - own max), rescaled to the row's max. A thread whose
             // values are all -inf holds zeros (and e^(-inf - m) would be NaN for m = -inf).
             let scale =
