@@ -13,7 +13,7 @@
 //! and waits for them; without it the kernel's own guard gives NaN losses for bad targets.
 //! Kernel: `gpu-kernels/src/softmax.rs`.
 
-use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, row_launch_config, slot, split_config, vectorized, warp_lanes};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::{Global, GlobalMut};
 use gpu_kernels::rows::SPLIT_SEGMENT;
@@ -91,6 +91,7 @@ pub fn cross_entropy_with<T: Float>(
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &addrs) as u32,
+        lanes: warp_lanes(shape.cols, T::DTYPE.size()),
         has_ignore: ignore_index.is_some() as u32,
         ignore_index: ignore_index.unwrap_or(0),
         write_grad: write_grad as u32,
@@ -105,7 +106,7 @@ pub fn cross_entropy_with<T: Float>(
     };
     let k = T::row_kernels();
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, plan);
+        let cfg = row_launch_config(strategy, shape, plan, params.lanes);
         return ctx.launch(k.cross_entropy[slot(strategy, &cfg, OP)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 2;
@@ -114,6 +115,7 @@ pub fn cross_entropy_with<T: Float>(
             rows: params.rows,
             cols: params.cols,
             vectorized: vectorized::<T>(shape.cols, &[logits.addr()]) as u32,
+            lanes: params.lanes,
             x: params.logits,
             y: GlobalMut::empty(),
             segment: SPLIT_SEGMENT,

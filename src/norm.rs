@@ -7,7 +7,10 @@
 //! several blocks per row, per-segment partial results in the context's scratch, and a second
 //! launch that combines them in a fixed order. Kernels: `gpu-kernels/src/norm.rs`.
 
-use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, shared_limit, slot, split_config, vectorized};
+use crate::rows::{
+    RowPlan, RowStrategy, Rows, choose, launch_config, row_launch_config, shared_limit, slot, split_config, vectorized,
+    warp_lanes,
+};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::{Global, GlobalMut};
 use gpu_kernels::norm::{
@@ -100,6 +103,8 @@ fn forward<T: Float>(
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &addrs) as u32,
+        // layernorm's warp kernels take a whole warp per row (see gpu_kernels::norm::forward).
+        lanes: if layer { gpu_kernels::device::WARP_SIZE } else { warp_lanes(shape.cols, T::DTYPE.size()) },
         eps,
         x: x.global(),
         gamma: gamma.global(),
@@ -112,7 +117,7 @@ fn forward<T: Float>(
         stats: GlobalMut::empty(),
     };
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, plan);
+        let cfg = row_launch_config(strategy, shape, plan, params.lanes);
         let i = slot(strategy, &cfg, op)?;
         return ctx.launch(if layer { k.layernorm[i] } else { k.rmsnorm[i] }, cfg, params);
     }

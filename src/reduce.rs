@@ -5,13 +5,11 @@
 //! mismatch. `rows = 0` does nothing; `cols = 0` gives sums of 0 and is an error for max and
 //! argmax (there is no maximum of nothing). Kernels: `gpu-kernels/src/reduce.rs`.
 
-use crate::rows::{
-    RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized, warp_launch_config,
-};
+use crate::rows::{RowPlan, RowStrategy, Rows, choose, row_launch_config, slot, split_config, vectorized, warp_lanes};
 use crate::{BufMut, BufRef, Context, Dim3, Error, Float, LaunchConfig, Result};
 use gpu_kernels::device::GlobalMut;
 use gpu_kernels::reduce::ReduceParams;
-use gpu_kernels::rows::{SPLIT_FINAL_THREADS, SPLIT_SEGMENT, warp_row_lanes};
+use gpu_kernels::rows::{SPLIT_FINAL_THREADS, SPLIT_SEGMENT};
 
 /// Which reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +77,7 @@ fn launch<T: Float>(
         sum: GlobalMut::empty(),
         max: GlobalMut::empty(),
         argmax: GlobalMut::empty(),
-        lanes: warp_row_lanes(shape.cols, 16 / T::DTYPE.size()),
+        lanes: warp_lanes(shape.cols, T::DTYPE.size()),
         segment: SPLIT_SEGMENT,
         partial: GlobalMut::empty(),
     };
@@ -98,10 +96,7 @@ fn launch<T: Float>(
         }
     };
     if strategy != RowStrategy::Split {
-        let cfg = match strategy {
-            RowStrategy::Warp => warp_launch_config(shape, params.lanes),
-            _ => launch_config(strategy, shape, RowPlan::ONE_PASS),
-        };
+        let cfg = row_launch_config(strategy, shape, RowPlan::ONE_PASS, params.lanes);
         return ctx.launch(pair[slot(strategy, &cfg, name)?], cfg, params);
     }
     let words = shape.rows * RowStrategy::segments(shape.cols) * 3;

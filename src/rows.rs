@@ -91,6 +91,22 @@ pub fn warp_launch_config(shape: Rows, lanes: u32) -> LaunchConfig {
     }
 }
 
+/// Threads per row of the warp kernels over rows of `cols` elements of `elem` bytes
+/// ([`gpu_kernels::rows::warp_row_lanes`]): the fewest that leave each thread at most four
+/// 16-byte chunks; the kernels' `lanes` parameter.
+pub fn warp_lanes(cols: usize, elem: usize) -> u32 {
+    gpu_kernels::rows::warp_row_lanes(cols, 16 / elem)
+}
+
+/// The launch shape of a row op whose warp kernels take `lanes` threads per row
+/// ([`warp_launch_config`]); the other strategies as [`launch_config`].
+pub fn row_launch_config(strategy: RowStrategy, shape: Rows, plan: RowPlan, lanes: u32) -> LaunchConfig {
+    match strategy {
+        RowStrategy::Warp => warp_launch_config(shape, lanes),
+        _ => launch_config(strategy, shape, plan),
+    }
+}
+
 /// Blocks for `rows` rows at `per_block` rows per block at a time, at most [`MAX_ROW_BLOCKS`]
 /// (the kernels walk the rest in a grid-stride loop).
 fn row_grid(rows: usize, per_block: u32) -> Dim3 {

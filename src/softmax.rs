@@ -5,7 +5,9 @@
 //! subtracted first). `rows = 0` or `cols = 0` does nothing. Kernels:
 //! `gpu-kernels/src/softmax.rs`.
 
-use crate::rows::{RowPlan, RowStrategy, Rows, choose, launch_config, slot, split_config, vectorized};
+use crate::rows::{
+    RowPlan, RowStrategy, Rows, choose, launch_config, row_launch_config, slot, split_config, vectorized, warp_lanes,
+};
 use crate::{BufMut, BufRef, Context, Float, Result};
 use gpu_kernels::Dim3;
 use gpu_kernels::device::GlobalMut;
@@ -35,6 +37,7 @@ fn launch<T: Float>(
         rows: shape.rows as u32,
         cols: shape.cols as u32,
         vectorized: vectorized::<T>(shape.cols, &[x.addr(), y.addr()]) as u32,
+        lanes: warp_lanes(shape.cols, T::DTYPE.size()),
         x: x.global(),
         y: y.global_mut(),
         segment: SPLIT_SEGMENT,
@@ -42,7 +45,7 @@ fn launch<T: Float>(
         shared: (strategy == RowStrategy::Shared) as u32,
     };
     if strategy != RowStrategy::Split {
-        let cfg = launch_config(strategy, shape, plan);
+        let cfg = row_launch_config(strategy, shape, plan, params.lanes);
         let i = slot(strategy, &cfg, name)?;
         return ctx.launch(if log { k.log_softmax[i] } else { k.softmax[i] }, cfg, params);
     }

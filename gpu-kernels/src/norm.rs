@@ -42,14 +42,14 @@
 //! groups in the launch (grid x rows per block; split: grid y). Split launches: grid x is
 //! `cols.div_ceil(segment)`, `stats` holds 2 words per (row, segment).
 
-use crate::device::reduce::{Moments, Sum, Sum2, warp_fold, warp_reduce};
+use crate::device::reduce::{Moments, Sum, Sum2, warp_fold, warp_reduce, warp_reduce_groups};
 use crate::device::thread::{
     block_dim_x, block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, index_1d, sync_threads, thread_idx_x,
 };
 use crate::device::{Element, Global, GlobalMut, Shared, WARP_SIZE, math};
 use crate::rows::{
-    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared, group_reduce,
-    load_chunk, load_raw_chunk, store_chunk, visit_shared, widen,
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, RowWalk, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared,
+    group_reduce, load_chunk, load_raw_chunk, store_chunk, visit_shared, walk_reduce, widen,
 };
 
 #[repr(C)]
@@ -58,6 +58,8 @@ pub struct NormParams<T> {
     pub rows: u32,
     pub cols: u32,
     pub vectorized: u32,
+    /// Warp kernels only: threads per row ([`rows::warp_row_lanes`]; see [`rows::RowWalk`]).
+    pub lanes: u32,
     pub eps: f32,
     pub x: Global<T>,
     pub gamma: Global<T>,
@@ -123,24 +125,25 @@ pub struct ColumnSumParams {
 /// The body of every forward norm kernel; `LAYER` selects layernorm (else rmsnorm).
 #[inline(always)]
 pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p: NormParams<T>) {
-    let (mut row, stride, lane) = assign::<G>();
-    let lane = lane as usize;
-    let cols = p.cols as usize;
+    // layernorm's warp kernels keep a whole warp per row: with sub-warp groups they took
+    // 80-122 registers (ptxas 12.9, sm_90a) and spilled 12-60 B under their launch bounds.
+    let mut w = RowWalk::new::<G>(if LAYER { WARP_SIZE } else { p.lanes });
+    let (lane, g) = (w.lane, w.g);
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
     let vectorized = p.vectorized != 0;
-    let nchunks = rows::chunks(cols, VEC);
+    let row_chunks = rows::chunks(cols, VEC);
     // The row in registers in the storage type (rows::ROW_CACHE_BYTES per thread).
-    let cached = nchunks <= rows::group_threads::<G>() * MAX_CACHE_CHUNKS;
+    let cached = row_chunks <= g * MAX_CACHE_CHUNKS;
     let shared = !cached && G != crate::device::WARP_SIZE && p.shared != 0;
     let inv_cols = 1.0 / p.cols as f32;
     // The elements of a row that this warp's threads hold, the same in every row (block
     // kernels' layernorm only: see [`centre`]).
-    let warp_n = if LAYER && G != WARP_SIZE {
-        warp_reduce(Sum(lane_elements(cols, VEC, lane, rows::group_threads::<G>()) as f32)).0
-    } else {
-        0.0
-    };
-    while row < p.rows as usize {
-        let base = row * cols;
+    let warp_n =
+        if LAYER && G != WARP_SIZE { warp_reduce(Sum(lane_elements(cols, VEC, lane, g) as f32)).0 } else { 0.0 };
+    while w.more(rows) {
+        let (row, live) = (w.row, w.live(rows));
+        let base = if live { row } else { rows - 1 } * cols;
+        let nchunks = row_chunks;
         let mut cache = [[T::from_f32(0.0); VEC]; MAX_CACHE_CHUNKS];
         // Pass 1: this thread's sum (layernorm) or nothing (rmsnorm); the shared path fills
         // its cache.
@@ -154,7 +157,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             fill_shared::<T, VEC, G>(&p.x, base, cols, lane, vectorized, 0.0, |_, v| add(&v));
         } else if cached {
             crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-                let c = lane + j * rows::group_threads::<G>();
+                let c = lane + j * g;
                 if c < nchunks {
                     cache[j] = load_raw_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, T::from_f32(0.0));
                     add(&widen(cache[j]));
@@ -164,10 +167,10 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             let mut c = lane;
             while c < nchunks {
                 add(&load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
-                c += rows::group_threads::<G>();
+                c += g;
             }
         }
-        let centre = if LAYER { centre::<G>(s, warp_n, inv_cols) } else { 0.0 };
+        let centre = if LAYER { centre::<G>(s, warp_n, inv_cols, g) } else { 0.0 };
         // Pass 2: deviations from the centre (rmsnorm: from 0), inside the row only.
         let (mut q, mut r) = (0.0f32, 0.0f32);
         let mut acc = |c: usize, v: &[f32; VEC]| {
@@ -183,7 +186,7 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             visit_shared::<T, VEC, G>(cols, lane, |c, v| acc(c, &v));
         } else if cached {
             crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-                let c = lane + j * rows::group_threads::<G>();
+                let c = lane + j * g;
                 if c < nchunks {
                     acc(c, &widen(cache[j]));
                 }
@@ -192,16 +195,16 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             let mut c = lane;
             while c < nchunks {
                 acc(c, &load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
-                c += rows::group_threads::<G>();
+                c += g;
             }
         }
         let (mean, var) = if LAYER {
-            moments::<G>(centre, q, r, inv_cols)
+            moments::<G>(centre, q, r, inv_cols, g)
         } else {
-            (0.0, group_reduce::<Sum, G>(Sum(q)).0 * inv_cols)
+            (0.0, walk_reduce::<Sum, G>(Sum(q), g).0 * inv_cols)
         };
         let rstd = 1.0 / math::sqrt(var + p.eps);
-        if lane == 0 {
+        if lane == 0 && live {
             if LAYER {
                 p.mean.store(row, mean);
             }
@@ -215,13 +218,15 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             for k in 0..VEC {
                 o[k] = math::fma((v[k] - mean) * rstd, g[k], b[k]);
             }
-            store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+            if live {
+                store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+            }
         };
         if shared {
             visit_shared::<T, VEC, G>(cols, lane, |c, v| write(c, &v));
         } else if cached {
             crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-                let c = lane + j * rows::group_threads::<G>();
+                let c = lane + j * g;
                 if c < nchunks {
                     write(c, &widen(cache[j]));
                 }
@@ -230,10 +235,10 @@ pub fn forward<T: Element, const VEC: usize, const G: u32, const LAYER: bool>(p:
             let mut c = lane;
             while c < nchunks {
                 write(c, &load_chunk::<T, VEC>(&p.x, base, cols, c, vectorized, 0.0));
-                c += rows::group_threads::<G>();
+                c += g;
             }
         }
-        row += stride;
+        w.next();
     }
 }
 
@@ -269,9 +274,9 @@ const _: () = assert!(
 /// where a mean and then a variance took two block reductions.
 #[inline(always)]
 #[track_caller]
-fn centre<const G: u32>(s: f32, n: f32, inv_cols: f32) -> f32 {
+fn centre<const G: u32>(s: f32, n: f32, inv_cols: f32, g: usize) -> f32 {
     if G == WARP_SIZE {
-        return warp_reduce(Sum(s)).0 * inv_cols;
+        return warp_reduce_groups(Sum(s), g as u32).0 * inv_cols;
     }
     let s = warp_reduce(Sum(s)).0;
     let c = if n > 0.0 { s * math::rcp_approx(n) } else { 0.0 };
@@ -291,9 +296,9 @@ fn centre<const G: u32>(s: f32, n: f32, inv_cols: f32) -> f32 {
 /// Every thread adds the warps' terms in the same order and gets the same bits.
 #[inline(always)]
 #[track_caller]
-fn moments<const G: u32>(c: f32, q: f32, r: f32, inv_cols: f32) -> (f32, f32) {
+fn moments<const G: u32>(c: f32, q: f32, r: f32, inv_cols: f32, g: usize) -> (f32, f32) {
     if G == WARP_SIZE {
-        return (c, warp_reduce(Sum(q)).0 * inv_cols);
+        return (c, warp_reduce_groups(Sum(q), g as u32).0 * inv_cols);
     }
     let Sum2(q, r) = warp_reduce(Sum2(q, r));
     let (warp, lane) = (thread_idx_x() / WARP_SIZE, thread_idx_x() % WARP_SIZE);

@@ -13,7 +13,7 @@
 
 use crate::device::reduce::{ArgMax, MaxNan, Reduce, Sum};
 use crate::device::reduce::{warp_reduce, warp_reduce_groups};
-use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
+use crate::device::thread::{block_idx_x, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, WARP_SIZE};
 use crate::rows::{self, BLOCK_ROW_THREADS, assign, group_reduce};
 
@@ -131,43 +131,28 @@ pub fn run<Op: RowReduction, T: Element, const VEC: usize, const G: u32>(p: Redu
 }
 
 /// The warp kernels' body: groups of `p.lanes` threads per row, so a warp reduces
-/// `32 / lanes` adjacent rows at a time, and the warps walk the rows in a grid-stride loop
-/// that is the same for all 32 lanes (the group reduction's shuffles need the whole warp; a
-/// group past the last row loads nothing and stores nothing).
+/// `32 / lanes` adjacent rows at a time ([`rows::RowWalk`]: the group reduction's shuffles
+/// need the whole warp; a group past the last row loads nothing and stores nothing).
 #[inline(always)]
 fn run_warp<Op: RowReduction, T: Element, const VEC: usize>(p: ReduceParams<T>) {
-    let lanes = p.lanes as usize;
-    if lanes == 0 || lanes > WARP_SIZE as usize || !lanes.is_power_of_two() {
-        // A launcher bug (rows::warp_row_lanes gives the count): a group must tile the warp.
-        panic!("a warp reduction's lanes per row must be a power of two from 1 to 32");
-    }
-    let tid = thread_idx_x() as usize;
-    let warp_lane = tid % WARP_SIZE as usize;
-    let (group, lane) = (warp_lane / lanes, warp_lane % lanes);
-    let rows_per_warp = WARP_SIZE as usize / lanes;
-    let warps_per_block = block_dim_x() as usize / WARP_SIZE as usize;
-    let warp = block_idx_x() as usize * warps_per_block + tid / WARP_SIZE as usize;
-    let stride = grid_dim_x() as usize * warps_per_block * rows_per_warp;
+    let mut w = rows::RowWalk::new::<WARP_SIZE>(p.lanes);
     let (rows, cols) = (p.rows as usize, p.cols as usize);
     let vectorized = p.vectorized != 0;
-    let mut first = warp * rows_per_warp;
-    while first < rows {
-        let row = first + group;
+    while w.more(rows) {
+        let row = w.row;
         let mut acc = <Op::State as Reduce>::identity();
-        if row < rows {
-            rows::stream_row::<T, VEC>(&p.x, row * cols, cols, lane, lanes, vectorized, |start, v, n| {
-                for (k, &x) in v.iter().enumerate() {
-                    if k < n {
-                        acc = Op::push(acc, x, (start + k) as u32);
-                    }
+        rows::stream_row::<T, VEC>(&p.x, row * cols, w.cols(rows, cols), w.lane, w.g, vectorized, |start, v, n| {
+            for (k, &x) in v.iter().enumerate() {
+                if k < n {
+                    acc = Op::push(acc, x, (start + k) as u32);
                 }
-            });
-        }
-        let total = warp_reduce_groups(acc, lanes as u32);
-        if lane == 0 && row < rows {
+            }
+        });
+        let total = warp_reduce_groups(acc, w.g as u32);
+        if w.lane == 0 && w.live(rows) {
             Op::store(&p, row, total);
         }
-        first += stride;
+        w.next();
     }
 }
 

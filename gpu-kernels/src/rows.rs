@@ -2,13 +2,15 @@
 //! threads, how a row's chunks are loaded and stored, and group-wide reductions.
 //!
 //! # Thread mapping
-//! A row is owned by a *group* of `G` threads: a warp (`G = 32`, [`WARP_BLOCK_THREADS`] / 32
-//! rows per block) for short rows, or a whole block (one row per block) for long ones: the
-//! `*_block` kernels with `G =` [`BLOCK_ROW_THREADS`], and the `*_block_small` kernels with
-//! `G =` [`BLOCK_GROUP`] for rows that fewer threads cache ([`block_row_threads`]). Groups walk rows
-//! with a grid-stride loop, so any row count works and the loop is uniform across the group
-//! (barriers and full-mask shuffles stay legal).
-//! Inside a row, thread `lane` of the group owns chunks `lane, lane + G, lane + 2G, ...`; a
+//! A row is owned by a *group* of `G` threads: a warp (`G = 32`) for short rows, or a whole
+//! block (one row per block) for long ones: the `*_block` kernels with `G =`
+//! [`BLOCK_ROW_THREADS`], and the `*_block_small` kernels with `G =` [`BLOCK_GROUP`] for rows
+//! that fewer threads cache ([`block_row_threads`]). The warp kernels of the reductions and of
+//! the forward ops but layernorm split the warp into groups of the launch's lanes
+//! ([`warp_row_lanes`], 1 to 32; [`RowWalk`]), so a warp takes `32 / lanes` short rows at a
+//! time. Groups walk rows with a grid-stride loop, so any row count works and the loop is
+//! uniform across the warp or block (barriers and full-mask shuffles stay legal).
+//! Inside a row, thread `lane` of a group of `g` owns chunks `lane, lane + g, lane + 2g, ...`; a
 //! chunk is `VEC` consecutive elements (16 bytes: 4 f32 or 8 f16/bf16). Adjacent threads own
 //! adjacent chunks, so a group's accesses coalesce into full 128-byte lines.
 //!
@@ -114,7 +116,7 @@
 //! per-row outputs, and `vectorized != 0` only when every row of every view starts 16-byte
 //! aligned (`cols * size_of::<T>() % 16 == 0` and aligned bases).
 
-use crate::device::reduce::{Reduce, block_reduce, warp_reduce};
+use crate::device::reduce::{Reduce, block_reduce, warp_reduce, warp_reduce_groups};
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE, hint};
 
@@ -402,15 +404,13 @@ const SMALL: &[&str] = &["warp", "block_small"];
 /// module docs), most of the forward kernels take 53-77 registers unbounded and fit 64
 /// without spills. At three blocks (80): layernorm's small blocks (8-24 B of spills at 64,
 /// measured before its single exchange per row, see norm.rs), and the 16-bit cross_entropy
-/// small kernels, rmsnorm small blocks and layernorm warp kernels since their rows stay in
-/// registers as 16-bit values (78-119 unbounded, 8-32 B of spills at 64: each use widens
-/// them again). The backward norms spill at 80 (layernorm, 32-236 B; rmsnorm f32 small
+/// and rmsnorm small kernels and layernorm warp kernels since their rows stay in registers as
+/// 16-bit values (78-119 unbounded, 8-32 B of spills at 64: each use widens them again). The backward norms spill at 80 (layernorm, 32-236 B; rmsnorm f32 small
 /// blocks 32 B; rmsnorm warp kernels 8 B on sm_80 only), the 512-thread backward norms and
 /// 16-bit forward norms and cross_entropy at 64 (8-624 B), and those stay where they are.
 pub const ROW_OCCUPANCY: &[RowOccupancy] = &[
     RowOccupancy { ops: &["softmax", "log_softmax"], dtypes: ALL_DTYPES, kinds: SMALL, blocks: 4, since_sm: 80 },
     RowOccupancy { ops: &["cross_entropy", "rmsnorm"], dtypes: &["f32"], kinds: SMALL, blocks: 4, since_sm: 80 },
-    RowOccupancy { ops: &["rmsnorm"], dtypes: HALF_DTYPES, kinds: &["warp"], blocks: 4, since_sm: 80 },
     RowOccupancy { ops: &["layernorm"], dtypes: &["f32"], kinds: &["warp"], blocks: 4, since_sm: 80 },
     RowOccupancy {
         ops: &["softmax_backward", "log_softmax_backward"],
@@ -419,8 +419,7 @@ pub const ROW_OCCUPANCY: &[RowOccupancy] = &[
         blocks: 4,
         since_sm: 80,
     },
-    RowOccupancy { ops: &["cross_entropy"], dtypes: HALF_DTYPES, kinds: SMALL, blocks: 3, since_sm: 80 },
-    RowOccupancy { ops: &["rmsnorm"], dtypes: HALF_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
+    RowOccupancy { ops: &["cross_entropy", "rmsnorm"], dtypes: HALF_DTYPES, kinds: SMALL, blocks: 3, since_sm: 80 },
     RowOccupancy { ops: &["layernorm"], dtypes: HALF_DTYPES, kinds: &["warp"], blocks: 3, since_sm: 80 },
     RowOccupancy { ops: &["layernorm"], dtypes: ALL_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
     RowOccupancy { ops: &["rmsnorm_backward"], dtypes: HALF_DTYPES, kinds: &["block_small"], blocks: 3, since_sm: 80 },
@@ -487,6 +486,86 @@ pub fn assign<const G: u32>() -> (usize, usize, u32) {
     let rows_per_block = (block_dim_x() / G) as usize;
     let first = block_idx_x() as usize * rows_per_block + (tid / G) as usize;
     (first, grid_dim_x() as usize * rows_per_block, tid % G)
+}
+
+/// A thread's walk over the rows of a forward row kernel: its group of `g` threads and its
+/// `lane` in it, the group's current `row`, and the row stride. Block kernels: the block is
+/// the group ([`assign`]). Warp kernels: groups of the launch's lanes per row
+/// ([`warp_row_lanes`]), so a warp takes `32 / g` adjacent rows at a time; with a whole warp
+/// per row, a 128-column f16 row (16 chunks) left half the lanes idle and one 16-byte load in
+/// flight per busy thread (f16 softmax ran at 0.27 of a copy at 1048576 x 128, H200,
+/// 2026-12-04). A warp's groups step together ([`RowWalk::more`]), so the group reductions'
+/// shuffles always have the whole warp. A group past the last row ([`RowWalk::live`] false)
+/// writes nothing: the reductions walk an empty row ([`RowWalk::cols`]); the forward ops read
+/// the last row again and skip their stores, so that their column count stays the same in
+/// every row (with a count per row, the warp kernels took 4 to 16 more registers and
+/// cross_entropy_f32_warp spilled 36 B under its launch bound: ptxas 12.9, sm_90a,
+/// 2026-12-07). layernorm keeps a whole warp per row (see norm.rs).
+#[derive(Clone, Copy)]
+pub struct RowWalk {
+    pub row: usize,
+    pub stride: usize,
+    pub lane: usize,
+    pub g: usize,
+    /// The group's index in its warp (0 in block kernels): `row - group` is the warp's first
+    /// row.
+    group: usize,
+}
+
+impl RowWalk {
+    /// The walk of a kernel whose rows take groups of `G` threads; warp kernels (`G = 32`)
+    /// take groups of `lanes` threads (a power of two, 1 to 32).
+    #[inline(always)]
+    pub fn new<const G: u32>(lanes: u32) -> RowWalk {
+        if G != WARP_SIZE {
+            let (row, stride, lane) = assign::<G>();
+            return RowWalk { row, stride, lane: lane as usize, g: group_threads::<G>(), group: 0 };
+        }
+        if lanes == 0 || lanes > WARP_SIZE || !lanes.is_power_of_two() {
+            // A launcher bug (rows::warp_row_lanes gives the count): a group must tile the warp.
+            panic!("a warp row kernel's lanes per row must be a power of two from 1 to 32");
+        }
+        let tid = thread_idx_x() as usize;
+        let (lanes, warp_lane) = (lanes as usize, tid % WARP_SIZE as usize);
+        let rows_per_warp = WARP_SIZE as usize / lanes;
+        let warps_per_block = block_dim_x() as usize / WARP_SIZE as usize;
+        let warp = block_idx_x() as usize * warps_per_block + tid / WARP_SIZE as usize;
+        let group = warp_lane / lanes;
+        RowWalk {
+            row: warp * rows_per_warp + group,
+            stride: grid_dim_x() as usize * warps_per_block * rows_per_warp,
+            lane: warp_lane % lanes,
+            g: lanes,
+            group,
+        }
+    }
+    /// Whether the group's warp (or block) has rows left: the same in every lane of a warp.
+    #[inline(always)]
+    pub fn more(&self, rows: usize) -> bool {
+        self.row - self.group < rows
+    }
+    /// Whether the group's current row exists.
+    #[inline(always)]
+    pub fn live(&self, rows: usize) -> bool {
+        self.row < rows
+    }
+    /// The columns the group walks in its current row: `cols`, or none past the last row.
+    #[inline(always)]
+    pub fn cols(&self, rows: usize, cols: usize) -> usize {
+        if self.live(rows) { cols } else { 0 }
+    }
+    #[inline(always)]
+    pub fn next(&mut self) {
+        self.row += self.stride;
+    }
+}
+
+/// [`group_reduce`] over groups of `g` threads: sub-warp groups in warp kernels
+/// ([`RowWalk`]), the block otherwise.
+#[inline(always)]
+#[track_caller]
+pub fn walk_reduce<R: Reduce, const G: u32>(v: R, g: usize) -> R {
+    if G == WARP_SIZE { warp_reduce_groups(v, g as u32) } else { block_reduce(v, SCRATCH) }
 }
 
 /// Reduces over the row's group (warp shuffles, or the whole block through shared scratch).
@@ -627,12 +706,13 @@ pub fn stream_row<T: Element, const VEC: usize>(
     }
 }
 
-/// Threads per row of the warp reduction kernels over rows of `cols` elements (`vec` per
-/// chunk): the fewest, a power of two up to 32, that leave no thread more than
-/// [`MAX_CACHE_CHUNKS`] chunks (one [`stream_row`] round), so that a warp reduces `32 / lanes` rows at a time. With a whole
-/// warp per row, a 128-column f16 row (16 chunks) left half the lanes idle and one 16-byte load
-/// in flight per busy thread: sum ran at 0.39 of a copy there, f32 (32 chunks) at 0.90 (H200,
-/// 2026-12-04). With 4 threads per row, every thread issues 4 loads at once.
+/// Threads per row of the sub-warp row kernels ([`RowWalk`]) over rows of `cols` elements
+/// (`vec` per chunk): the fewest, a power of two up to 32, that leave no thread more than
+/// [`MAX_CACHE_CHUNKS`] chunks (one [`stream_row`] round, or the forward ops' register
+/// cache), so that a warp takes `32 / lanes` rows at a time. With a whole warp per row, a
+/// 128-column f16 row (16 chunks) left half the lanes idle and one 16-byte load in flight per
+/// busy thread: sum ran at 0.39 of a copy there, f32 (32 chunks) at 0.90 (H200, 2026-12-04).
+/// With 4 threads per row, every thread issues 4 loads at once.
 pub const fn warp_row_lanes(cols: usize, vec: usize) -> u32 {
     let t = chunks(cols, vec).div_ceil(MAX_CACHE_CHUNKS).next_power_of_two();
     if t > WARP_SIZE as usize { WARP_SIZE } else { t as u32 }

@@ -24,8 +24,8 @@ use crate::device::reduce::{Reduce, SoftmaxStats, Sum, warp_fold};
 use crate::device::thread::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::device::{Element, Global, GlobalMut, math};
 use crate::rows::{
-    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
-    load_raw_chunk, narrow, store_chunk, visit_shared, widen,
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, RowWalk, assign, cache_chunks, fill_shared, group_reduce, load_chunk,
+    load_raw_chunk, narrow, store_chunk, visit_shared, walk_reduce, widen,
 };
 
 #[repr(C)]
@@ -34,6 +34,9 @@ pub struct SoftmaxParams<T> {
     pub rows: u32,
     pub cols: u32,
     pub vectorized: u32,
+    /// Warp kernels only: threads per row ([`rows::warp_row_lanes`], a power of two from 1
+    /// to 32; see [`rows::RowWalk`]).
+    pub lanes: u32,
     pub x: Global<T>,
     pub y: GlobalMut<T>,
     /// Split strategy only: elements per segment, and per-(row, segment) (max, sum) pairs
@@ -75,6 +78,8 @@ pub struct RowPass<T, const VEC: usize> {
     own_max: f32,
     keep: Keep,
     lane: usize,
+    /// Threads in the row's group.
+    g: usize,
     base: usize,
     cols: usize,
     nchunks: usize,
@@ -89,7 +94,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
     const KEEPS_EXPS: bool = core::mem::size_of::<T>() == 4;
 
     /// Reads the row starting at `base` and returns it with its softmax statistics
-    /// `(max, sum of e^(x - max))` over the `G` threads of the row's group. Rows that fit are
+    /// `(max, sum of e^(x - max))` over the `g` threads of the row's group. Rows that fit are
     /// read once into registers, or (`shared`, block kernels) into the shared row cache;
     /// longer rows are read once here, a chunk at a time. Each thread takes the statistics of
     /// its own values (its max, then its sum against that max), and one group reduction of
@@ -108,11 +113,12 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
         base: usize,
         cols: usize,
         lane: usize,
+        g: usize,
         vectorized: bool,
         shared: bool,
     ) -> (Self, f32, f32) {
         let nchunks = rows::chunks(cols, VEC);
-        let keep = if nchunks <= rows::group_threads::<G>() * MAX_CACHE_CHUNKS {
+        let keep = if nchunks <= g * MAX_CACHE_CHUNKS {
             Keep::Registers
         } else if G != crate::device::WARP_SIZE && shared {
             Keep::Shared
@@ -124,6 +130,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             own_max: f32::NEG_INFINITY,
             keep,
             lane,
+            g,
             base,
             cols,
             nchunks,
@@ -150,7 +157,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             let mut m = f32::NEG_INFINITY;
             let fill = T::from_f32(f32::NEG_INFINITY);
             crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-                let c = lane + j * rows::group_threads::<G>();
+                let c = lane + j * g;
                 if c < nchunks {
                     pass.cache[j] = load_raw_chunk::<T, VEC>(x, base, cols, c, vectorized, fill);
                     for v in widen(pass.cache[j]) {
@@ -191,11 +198,11 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
                     }
                 }
                 st = st.combine(SoftmaxStats { m: cm, s: cs });
-                c += rows::group_threads::<G>();
+                c += g;
             }
             st
         };
-        let st = group_reduce::<SoftmaxStats, G>(mine);
+        let st = walk_reduce::<SoftmaxStats, G>(mine, g);
         (pass, st.m, st.s)
     }
 
@@ -208,7 +215,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             visit_shared::<T, VEC, G>(self.cols, self.lane, f);
         } else if self.keep == Keep::Registers {
             crate::for_each_cached_chunk!(j < MAX_CACHE_CHUNKS => {
-                let c = self.lane + j * rows::group_threads::<G>();
+                let c = self.lane + j * self.g;
                 if c < self.nchunks {
                     f(c, widen(self.cache[j]));
                 }
@@ -217,7 +224,7 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
             let mut c = self.lane;
             while c < self.nchunks {
                 f(c, load_chunk::<T, VEC>(x, self.base, self.cols, c, self.vectorized, f32::NEG_INFINITY));
-                c += rows::group_threads::<G>();
+                c += self.g;
             }
         }
     }
@@ -264,27 +271,35 @@ impl<T: Element, const VEC: usize> RowPass<T, VEC> {
 /// The body of every softmax kernel: `LOG` selects log_softmax.
 #[inline(always)]
 pub fn run<T: Element, const VEC: usize, const G: u32, const LOG: bool>(p: SoftmaxParams<T>) {
-    let (mut row, stride, lane) = assign::<G>();
-    let cols = p.cols as usize;
+    let mut w = RowWalk::new::<G>(p.lanes);
+    let rows = p.rows as usize;
     let vectorized = p.vectorized != 0;
-    while row < p.rows as usize {
-        let base = row * cols;
-        let (lane, shared) = (lane as usize, p.shared != 0);
+    while w.more(rows) {
+        let live = w.live(rows);
+        let cols = p.cols as usize;
+        let base = if live { w.row } else { rows - 1 } * cols;
+        let (lane, g, shared) = (w.lane, w.g, p.shared != 0);
         if LOG {
-            let (pass, m, s) = RowPass::<T, VEC>::stats::<G, false>(&p.x, base, cols, lane, vectorized, shared);
+            let (pass, m, s) = RowPass::<T, VEC>::stats::<G, false>(&p.x, base, cols, lane, g, vectorized, shared);
             let ln_s = math::ln_approx(s);
             pass.visit::<G>(&p.x, |c, v| {
                 let mut o = [0.0f32; VEC];
                 for k in 0..VEC {
                     o[k] = out::<true>(v[k], m, 0.0, ln_s);
                 }
-                store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+                if live {
+                    store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o);
+                }
             });
         } else {
-            let (pass, m, s) = RowPass::<T, VEC>::stats::<G, true>(&p.x, base, cols, lane, vectorized, shared);
-            pass.probabilities::<G, true>(&p.x, m, s, |c, o| store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o));
+            let (pass, m, s) = RowPass::<T, VEC>::stats::<G, true>(&p.x, base, cols, lane, g, vectorized, shared);
+            pass.probabilities::<G, true>(&p.x, m, s, |c, o| {
+                if live {
+                    store_chunk::<T, VEC>(&p.y, base, cols, c, vectorized, o)
+                }
+            });
         }
-        row += stride;
+        w.next();
     }
 }
 
@@ -300,6 +315,7 @@ pub fn split_stats<T: Element, const VEC: usize>(p: SoftmaxParams<T>) {
         row * cols + start,
         len,
         tid,
+        BLOCK_ROW_THREADS as usize,
         p.vectorized != 0,
         false,
     );
@@ -337,6 +353,8 @@ pub struct CrossEntropyParams<T> {
     pub rows: u32,
     pub cols: u32,
     pub vectorized: u32,
+    /// Warp kernels only: threads per row, as [`SoftmaxParams::lanes`].
+    pub lanes: u32,
     /// Nonzero: rows whose target equals `ignore_index` get loss 0 and gradient 0.
     pub has_ignore: u32,
     pub ignore_index: i32,
@@ -362,19 +380,21 @@ pub struct CrossEntropyParams<T> {
 /// refuses those) gives a NaN loss rather than an out-of-bounds read.
 #[inline(always)]
 pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropyParams<T>) {
-    let (mut row, stride, lane) = assign::<G>();
-    let cols = p.cols as usize;
+    let mut w = RowWalk::new::<G>(p.lanes);
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
     let vectorized = p.vectorized != 0;
-    while row < p.rows as usize {
+    while w.more(rows) {
+        let live = w.live(rows);
+        // A group past the last row reads the last row again and writes nothing.
+        let row = if live { w.row } else { rows - 1 };
         let base = row * cols;
         let t = p.targets.load(row);
         let ignored = p.has_ignore != 0 && t == p.ignore_index;
         let valid = !ignored && t >= 0 && (t as usize) < cols;
         let shared = p.shared != 0;
-        let (pass, m, s) =
-            RowPass::<T, VEC>::stats::<G, true>(&p.logits, base, cols, lane as usize, vectorized, shared);
+        let (pass, m, s) = RowPass::<T, VEC>::stats::<G, true>(&p.logits, base, cols, w.lane, w.g, vectorized, shared);
         let ln_s = math::ln_approx(s);
-        if lane == 0 {
+        if w.lane == 0 && live {
             let loss = if ignored {
                 0.0
             } else if !valid {
@@ -393,10 +413,12 @@ pub fn cross_entropy<T: Element, const VEC: usize, const G: u32>(p: CrossEntropy
                     let hit = valid && c * VEC + k == t as usize;
                     o[k] = if ignored { 0.0 } else { (prob[k] - hit as u32 as f32) * p.grad_scale };
                 }
-                store_chunk::<T, VEC>(&p.dlogits, base, cols, c, vectorized, o);
+                if live {
+                    store_chunk::<T, VEC>(&p.dlogits, base, cols, c, vectorized, o);
+                }
             });
         }
-        row += stride;
+        w.next();
     }
 }
 
