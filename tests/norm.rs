@@ -188,10 +188,10 @@ fn layernorm_output_uses_the_saved_statistics_bit_for_bit() {
 
 /// Layernorm's variance of rows far from zero (mean ~1000, spread ~3) is as accurate as a
 /// two-pass variance's, on every strategy. The block kernels measure each warp's deviations
-/// from that warp's own mean and add `q + 2 t r + n t^2` over warps (norm.rs, `moments`); without the `2 t r` term a warp mean's rounding (~1e-4 here) would
-/// reach the variance linearly, weighted by how far the warps' means lie apart (here the
-/// row's blocks of 128 columns step through 8 levels, which the block kernels' warps see as
-/// different means).
+/// from that warp's own mean and add `q + 2 t r + n t^2` over warps (norm.rs, `moments`);
+/// without the `2 t r` term a warp mean's rounding (~1e-4 here) would reach the variance
+/// linearly, weighted by how far the warps' means lie apart (here the row's blocks of 128
+/// columns step through 8 levels, which the block kernels' warps see as different means).
 #[test]
 fn layernorm_variance_of_offset_rows_is_two_pass_accurate() {
     for ctx in common::backends("layernorm_variance_of_offset_rows") {

@@ -116,7 +116,7 @@
 //! per-row outputs, and `vectorized != 0` only when every row of every view starts 16-byte
 //! aligned (`cols * size_of::<T>() % 16 == 0` and aligned bases).
 
-use crate::device::reduce::{Reduce, block_reduce, warp_reduce, warp_reduce_groups};
+use crate::device::reduce::{Reduce, block_reduce, warp_reduce_groups};
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::{Bytes16, Element, Global, GlobalMut, Shared, WARP_SIZE, hint};
 
@@ -568,11 +568,12 @@ pub fn walk_reduce<R: Reduce, const G: u32>(v: R, g: usize) -> R {
     if G == WARP_SIZE { warp_reduce_groups(v, g as u32) } else { block_reduce(v, SCRATCH) }
 }
 
-/// Reduces over the row's group (warp shuffles, or the whole block through shared scratch).
+/// Reduces over the row's group (warp shuffles, or the whole block through shared scratch):
+/// [`walk_reduce`] for kernels whose warp is one group.
 #[inline(always)]
 #[track_caller]
 pub fn group_reduce<R: Reduce, const G: u32>(v: R) -> R {
-    if G == WARP_SIZE { warp_reduce(v) } else { block_reduce(v, SCRATCH) }
+    walk_reduce::<R, G>(v, WARP_SIZE as usize)
 }
 
 /// Loads chunk `c` of the row starting at element `base`, as f32; elements past `cols` read as
