@@ -42,6 +42,10 @@ pub struct NormGrad<'a, T: Float> {
 
 /// Most row groups a backward launch uses: each needs a partial row of `cols` (x2) f32.
 pub const MAX_BACKWARD_GROUPS: usize = 1024;
+/// Most row groups of a block-streaming backward (rows past the block's registers): their
+/// partial rows are long (at 32768 columns, 1024 rmsnorm groups wrote and summed 134 MB, a
+/// sixth of the f16 rows' own 805 MB), and four blocks per SM already fill the GPU.
+pub const STREAM_BACKWARD_GROUPS: usize = SPLIT_BACKWARD_BLOCKS;
 
 fn check_cols(op: &'static str, shape: Rows) -> Result<()> {
     if shape.cols == 0 {
@@ -254,24 +258,28 @@ fn backward<T: Float>(
         }
         return Ok(());
     }
-    let strategy = choose(ctx, op, strategy, RowPlan::ONE_PASS, shape)?;
+    let plan = RowPlan::norm_backward(layer);
+    let strategy = choose(ctx, op, strategy, plan, shape)?;
     if strategy == RowStrategy::Split {
         return split_backward(ctx, layer, grad, dx, dgamma, dbeta);
     }
+    // Rows past the block's registers stream; each row group then writes a whole partial row
+    // of `width` sums, so they get fewer groups than cached rows do.
+    let streams = shape.cols > strategy.capacity(plan);
     let rpb = strategy.rows_per_block() as usize;
-    let blocks = shape.rows.clamp(1, MAX_BACKWARD_GROUPS).div_ceil(rpb);
+    let max_groups = if streams { STREAM_BACKWARD_GROUPS } else { MAX_BACKWARD_GROUPS };
+    let blocks = shape.rows.clamp(1, max_groups).div_ceil(rpb);
     let groups = blocks * rpb;
     let width = shape.cols * if layer { 2 } else { 1 };
-    let mut cfg = launch_config(strategy, shape, RowPlan::ONE_PASS);
+    let mut cfg = launch_config(strategy, shape, plan);
     cfg.grid = Dim3::x(blocks as u32);
     let (k, i) = (T::row_kernels(), slot(strategy, &cfg, op)?);
     let def = if layer { k.layernorm_backward[i] } else { k.rmsnorm_backward[i] };
-    // Rows past the block's registers: its parameter sums stay in shared memory while they fit
-    // (otherwise they are updated in the partial row, in L2, once per row).
+    // Streamed rows keep their parameter sums in shared memory while they fit; past that the
+    // automatic choice is split, and a forced block strategy (or more rows than split's grid
+    // takes) updates them in the partial row, in global memory, once per row.
     let sums_bytes = backward_sums_bytes(shape.cols, layer);
-    let shared = strategy == RowStrategy::Block
-        && shape.cols > strategy.capacity(RowPlan::ONE_PASS)
-        && sums_bytes <= shared_limit(ctx) as usize;
+    let shared = strategy == RowStrategy::Block && streams && sums_bytes <= shared_limit(ctx) as usize;
     // The per-group partial gradients live in the context's scratch: no allocation and no
     // wait per call (the stream orders the reuse).
     ctx.with_scratch(groups * width, |scratch| {

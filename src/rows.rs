@@ -7,7 +7,8 @@ use gpu_kernels::KernelDef;
 use gpu_kernels::norm::{NormBackwardParams, NormParams};
 use gpu_kernels::reduce::ReduceParams;
 use gpu_kernels::rows::{
-    BLOCK_ROW_THREADS, MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET, WARP_BLOCK_THREADS,
+    BLOCK_ROW_THREADS, MAX_BLOCK_SHARED_BYTES, MAX_ROW_BLOCKS, SHARED_ROW_OFFSET, SPLIT_MAX_GRID_ROWS,
+    WARP_BLOCK_THREADS,
 };
 pub use gpu_kernels::rows::{RowPlan, RowStrategy};
 use gpu_kernels::softmax::{CrossEntropyParams, SoftmaxBackwardParams, SoftmaxParams};
@@ -156,6 +157,13 @@ pub fn choose(
         RowStrategy::Split if !plan.split => Err(Error::invalid(
             op,
             "the split strategy (several blocks per row) exists for sum, max, argmax, softmax, log_softmax, cross_entropy, layernorm, rmsnorm and their backward passes; use warp, block or shared",
+        )),
+        RowStrategy::Split if shape.rows > SPLIT_MAX_GRID_ROWS => Err(Error::invalid(
+            op,
+            format!(
+                "{} rows: the split strategy runs a block per row and segment and takes at most {SPLIT_MAX_GRID_ROWS} rows; use block, or split the rows into batches",
+                shape.rows
+            ),
         )),
         s => Ok(s),
     }

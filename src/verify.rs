@@ -225,9 +225,9 @@ impl RowOp {
     pub const fn plan(self, elem: usize) -> crate::rows::RowPlan {
         use crate::rows::RowPlan;
         match self {
-            RowOp::Sum | RowOp::Max | RowOp::Argmax | RowOp::LayerNormBackward | RowOp::RmsNormBackward => {
-                RowPlan::ONE_PASS
-            }
+            RowOp::Sum | RowOp::Max | RowOp::Argmax => RowPlan::ONE_PASS,
+            RowOp::LayerNormBackward => RowPlan::norm_backward(true),
+            RowOp::RmsNormBackward => RowPlan::norm_backward(false),
             RowOp::Softmax | RowOp::LogSoftmax | RowOp::CrossEntropy | RowOp::LayerNorm | RowOp::RmsNorm => {
                 RowPlan::cached(elem)
             }

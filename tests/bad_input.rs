@@ -1119,6 +1119,12 @@ fn other_table() -> Vec<Case> {
         case("softmax_backward: split strategy", Invalid, &["softmax_backward", "split strategy", "use warp"], || {
             row_strategy_case("softmax_backward", 2, 40_000, RowStrategy::Split)
         }),
+        case(
+            "sum: split strategy past its grid's rows",
+            Invalid,
+            &["sum", "65536 rows", "at most 65535 rows", "use block"],
+            || row_strategy_case("sum", 65_536, 3, RowStrategy::Split),
+        ),
         // attention_backward: lengths against the shape, head dim, heads, scale, contexts
         case(
             "attention_backward: d_o one element short",

@@ -6,7 +6,9 @@
 
 mod common;
 
-use ferrokern::norm::{MAX_BACKWARD_GROUPS, NormGrad, NormInput, layernorm, layernorm_backward, layernorm_with};
+use ferrokern::norm::{
+    MAX_BACKWARD_GROUPS, NormGrad, NormInput, layernorm, layernorm_backward, layernorm_with, split_backward_groups,
+};
 use ferrokern::rows::{RowStrategy, Rows};
 use ferrokern::verify::{self, RowCase, RowOp, Values};
 use ferrokern::{Context, DType, Error};
@@ -100,7 +102,8 @@ fn backward_row_groups_walk_several_rows() {
             for (strategy, dtype, rows, cols) in [
                 (RowStrategy::Warp, DType::BF16, 2 * MAX_BACKWARD_GROUPS + 3, 37),
                 (RowStrategy::Block, DType::F32, MAX_BACKWARD_GROUPS + 5, 601),
-                // Past the block's registers: the sums in shared memory; group 0 takes 2 rows.
+                // Past the block's registers: the sums in shared memory; streamed rows get at
+                // most STREAM_BACKWARD_GROUPS (528) groups, so groups 0-496 take 2 rows.
                 (RowStrategy::Block, DType::BF16, MAX_BACKWARD_GROUPS + 1, 8200),
             ] {
                 let shape = Rows::new(rows, cols);
@@ -108,6 +111,29 @@ fn backward_row_groups_walk_several_rows() {
                     RowCase { op, dtype, shape, seed: 7, offset: 0, values: Values::Finite, strategy: Some(strategy) };
                 run(&ctx, case);
             }
+        }
+    }
+}
+
+/// The split backward with more rows than row groups, so each `(segment, group)` block carries
+/// its parameter sums in registers over several rows: the automatic choice for layernorm
+/// rows whose sums do not fit shared memory (at any row count, so 4096 x 32768 takes it too),
+/// and split forced on shorter rows.
+#[test]
+fn split_backward_groups_walk_several_rows() {
+    for ctx in common::backends("split_backward_groups_walk_several_rows") {
+        for (op, dtype, rows, cols, strategy) in [
+            (RowOp::LayerNormBackward, DType::F32, 140, 29_009, None),
+            (RowOp::LayerNormBackward, DType::BF16, 300, 8193, Some(RowStrategy::Split)),
+            (RowOp::RmsNormBackward, DType::F16, 300, 8193, Some(RowStrategy::Split)),
+        ] {
+            let shape = Rows::new(rows, cols);
+            if strategy.is_none() {
+                assert_eq!(op.auto_strategy(&ctx, dtype, shape), RowStrategy::Split, "{op:?} {rows} x {cols}");
+            }
+            assert!(rows > split_backward_groups(shape), "{rows} x {cols}: every group walks one row at most");
+            let case = RowCase { op, dtype, shape, seed: 5, offset: 0, values: Values::Finite, strategy };
+            run(&ctx, case);
         }
     }
 }

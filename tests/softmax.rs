@@ -261,9 +261,23 @@ fn strategy_selection_picks_shared_and_split() {
             // Read once: nothing to cache; split below 512 rows past 32768 columns.
             assert_eq!(pick(op, dtype, 1000, 8193), Block, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 511, 32_769), Split, "{op:?} {dtype:?}");
+        }
+        for op in [Sum, Max, Argmax] {
             assert_eq!(pick(op, dtype, 512, 32_769), Block, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 511, 32_768), Block, "{op:?} {dtype:?}");
         }
+        // The norm backward streams while its f32 parameter sums fit shared memory (8 bytes a
+        // column for layernorm, 4 for rmsnorm, after 384 bytes of reduction scratch), and
+        // splits past them at any row count that split's grid takes.
+        for (op, last) in [(LayerNormBackward, 29_008), (RmsNormBackward, 58_016)] {
+            assert_eq!(pick(op, dtype, 4096, last), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 4096, last + 1), Split, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 65_535, last + 1), Split, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 65_536, last + 1), Block, "{op:?} {dtype:?}");
+            assert_eq!(pick(op, dtype, 511, 32_769), Split, "{op:?} {dtype:?}");
+        }
+        assert_eq!(pick(LayerNormBackward, dtype, 4096, 32_768), Split);
+        assert_eq!(pick(RmsNormBackward, dtype, 4096, 32_768), Block);
         for op in backward {
             assert_eq!(pick(op, dtype, 1000, 8193), Block, "{op:?} {dtype:?}");
             assert_eq!(pick(op, dtype, 8, 1 << 20), Block, "{op:?} {dtype:?}");

@@ -48,7 +48,7 @@ use crate::device::thread::{
 };
 use crate::device::{Element, Global, GlobalMut, Shared, WARP_SIZE, math};
 use crate::rows::{
-    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, RowWalk, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared,
+    self, BLOCK_ROW_THREADS, MAX_CACHE_CHUNKS, RowPlan, RowWalk, SHARED_ROW_OFFSET, assign, cache_chunks, fill_shared,
     group_reduce, load_chunk, load_raw_chunk, store_chunk, visit_shared, walk_reduce, widen,
 };
 
@@ -105,7 +105,7 @@ pub struct NormBackwardParams<T> {
 /// f32 of `dy xhat`, then for layernorm `cols` of `dy`) in shared memory, after the
 /// block-reduction scratch.
 pub const fn backward_sums_bytes(cols: usize, layer: bool) -> usize {
-    SHARED_ROW_OFFSET as usize + cols * if layer { 2 } else { 1 } * 4
+    rows::stream_sums_bytes(cols, RowPlan::norm_backward(layer).stream_sums)
 }
 
 #[repr(C)]

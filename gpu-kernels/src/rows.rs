@@ -40,7 +40,7 @@
 //! | cross_entropy, loss only | m | m | m (online stats) | m |
 //! | layernorm | 2m | 2m | 4m (mean, variance, write passes) | 3m |
 //! | rmsnorm | 2m | 2m | 3m | 3m |
-//! | layernorm/rmsnorm backward | 3m | 3m when the second pass over x, dy hits L1/L2, up to 5m; the parameter sums stay in registers | 5m, or 3m when the second pass hits L2; the parameter sums in shared memory while they fit (layernorm to ~28k columns), else updated in L2 once per row | 5m (+ the partial rows) |
+//! | layernorm/rmsnorm backward | 3m | 3m when the second pass over x, dy hits L1/L2, up to 5m; the parameter sums stay in registers | 5m, or 3m when the second pass hits L2; the parameter sums in shared memory while they fit (layernorm to ~28k columns, rmsnorm ~57k) | 5m (+ the partial rows) |
 //! | softmax backward | 3m | 3m (registers; no shared path) | 5m, or 3m when the second pass over y, dy hits L2 | - |
 //!
 //! The cached strategies reach the floor; streaming and split pay an extra read of the row.
@@ -49,7 +49,9 @@
 //! caps it at 2/3 of the floor's speed (softmax, cross_entropy): split wins only for fewer
 //! rows than 2/3 of the SMs ([`SPLIT_MAX_ROWS_SHARED`]). When the row does not fit, block
 //! streaming and split move the same bytes (or split fewer: layernorm), so split takes every
-//! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions.
+//! shape with fewer than [`SPLIT_MAX_ROWS`] long rows, as for the reductions. The norm
+//! backward's rows whose parameter sums do not fit shared memory take split at any row count
+//! ([`RowPlan::stream_sums`]): streaming would read and write them in global memory per row.
 //!
 //! # Occupancy
 //! The block kernels' registers decide how many blocks share an SM. With one 512-thread
@@ -205,6 +207,9 @@ pub const SPLIT_MIN_COLS: usize = 4 * SPLIT_SEGMENT as usize;
 /// ...when there are fewer rows than this: below it, one block per row leaves SMs idle
 /// (an H200 has 132), above it block-per-row already fills the GPU.
 pub const SPLIT_MAX_ROWS: usize = 512;
+/// Most rows a split launch takes: its first launch has a block per (segment, row), rows
+/// on grid y.
+pub const SPLIT_MAX_GRID_ROWS: usize = 65_535;
 /// Threads per block of the split strategy's final combine (one warp per row).
 pub const SPLIT_FINAL_THREADS: u32 = WARP_SIZE;
 
@@ -284,7 +289,9 @@ impl RowStrategy {
         }
         let fits = plan.cache_elem > 0 && shared_launch_bytes(cols, plan.cache_elem) <= shared_limit as usize;
         let few = rows < if fits { SPLIT_MAX_ROWS_SHARED } else { SPLIT_MAX_ROWS };
-        if plan.split && cols > SPLIT_MIN_COLS && few {
+        // Block streaming past its shared sums would update them in global memory every row.
+        let sums_spill = plan.stream_sums > 0 && stream_sums_bytes(cols, plan.stream_sums) > shared_limit as usize;
+        if plan.split && rows <= SPLIT_MAX_GRID_ROWS && ((cols > SPLIT_MIN_COLS && few) || sums_spill) {
             RowStrategy::Split
         } else if fits {
             RowStrategy::Shared
@@ -310,12 +317,31 @@ pub struct RowPlan {
     /// up to `G * values` columns ([`RowStrategy::capacity`]), and a block gets the fewest
     /// threads that hold its row ([`block_row_threads`]).
     pub values: usize,
+    /// Bytes per column that the op's block streaming keeps in shared memory across rows (the
+    /// norm backward's f32 parameter sums: 8 for layernorm, 4 for rmsnorm; 0 for other ops).
+    /// Where they do not fit ([`stream_sums_bytes`]), streaming would update them in global
+    /// memory once per row, so such rows take split whatever their count.
+    pub stream_sums: usize,
+}
+
+/// Dynamic shared memory of a block-streaming launch that keeps `per_col` bytes of sums per
+/// column of a `cols`-column row, after the block-reduction scratch.
+pub const fn stream_sums_bytes(cols: usize, per_col: usize) -> usize {
+    SHARED_ROW_OFFSET as usize + cols * per_col
 }
 
 impl RowPlan {
     /// Reads each row once, has split kernels (sum, max, argmax; cross_entropy without the
     /// gradient; the norm backward, whose registers hold f32 parameter sums per column).
-    pub const ONE_PASS: RowPlan = RowPlan { cache_elem: 0, split: true, values: CACHE_VALUES };
+    pub const ONE_PASS: RowPlan = RowPlan { cache_elem: 0, split: true, values: CACHE_VALUES, stream_sums: 0 };
+    /// The norm backward (`layer`: layernorm, else rmsnorm): one pass as far as the choice
+    /// goes, with f32 parameter sums per column (`dy xhat`, and layernorm's `dy`) that block
+    /// streaming keeps in shared memory. Past them it took 1024 row groups' partial rows
+    /// through a read and a write per row: layernorm backward at 4096 x 32768 ran at 0.057 of
+    /// a copy in f16, 0.18 in f32 (H200, 2026-12-04), where split reads the row twice (5m).
+    pub const fn norm_backward(layer: bool) -> RowPlan {
+        RowPlan { stream_sums: if layer { 8 } else { 4 }, ..RowPlan::ONE_PASS }
+    }
     /// Reads each row more than once, has split kernels and a shared-memory cache (softmax,
     /// log_softmax, cross_entropy with the gradient, layernorm, rmsnorm) over `elem`-byte
     /// elements, and keeps [`ROW_CACHE_BYTES`] of the row per thread in registers in the
@@ -324,10 +350,10 @@ impl RowPlan {
     /// values widened to f32, a 16-bit thread had two loads in flight, and 16-bit softmax ran
     /// at 0.34 of a copy where f32 ran at 0.45 (H200, 2026-12-04, 32768 x 4096).
     pub const fn cached(elem: usize) -> RowPlan {
-        RowPlan { cache_elem: elem, split: true, values: ROW_CACHE_BYTES / elem }
+        RowPlan { cache_elem: elem, split: true, values: ROW_CACHE_BYTES / elem, stream_sums: 0 }
     }
     /// No cache, no split (softmax and log_softmax backward).
-    pub const BLOCK_ONLY: RowPlan = RowPlan { cache_elem: 0, split: false, values: CACHE_VALUES };
+    pub const BLOCK_ONLY: RowPlan = RowPlan { cache_elem: 0, split: false, values: CACHE_VALUES, stream_sums: 0 };
 }
 
 const _: () = assert!(WARP_BLOCK_THREADS.is_multiple_of(WARP_SIZE) && WARP_BLOCK_THREADS <= 1024);
