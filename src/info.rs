@@ -145,6 +145,8 @@ pub const SASS_CLASSES: &[&str] = &[
     "LDS.128",
     "LDG.128",
     "STG.128",
+    // The wgmma GEMM's pair epilogue (`st.global.v2.b32` of two f32).
+    "STG.64",
     "LDL",
     "STL",
     "BAR",

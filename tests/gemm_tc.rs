@@ -237,6 +237,24 @@ fn aligned_shapes_wrap_the_pipeline() {
     }
 }
 
+/// Whole tiles of every version (v01 and v02 128 x 128, v03 256 x 128, v04-v06
+/// 128 x 256): the wgmma versions store them by element pairs (`wgmma::pair_epilogue`), with
+/// f32 and bf16 C, beta 0 (C is poisoned and must not be read) and not; then the same with an
+/// odd `ldc`, which the pairs cannot take (element by element).
+#[test]
+fn whole_tiles_store_by_pairs_and_odd_ldc_by_elements() {
+    let plain = EpilogueSpec { bias: false, gelu: false, residual: false };
+    for ctx in common::backends("gemm_tc_whole_tiles") {
+        for (pad, beta) in [(0, 0.0), (0, 0.75), (1, 0.75)] {
+            let mut g = problem(256, 256, 64, 0, 1.25, beta);
+            g.ldc += pad;
+            let case = GemmCase { gemm: g, seed: 11 + pad as u64, offset: 0 };
+            every::<f32>(&ctx, case, plain);
+            every::<bf16>(&ctx, case, plain);
+        }
+    }
+}
+
 /// Each deliberately broken variant of v02 is caught on the emulator: a mis-laid B operand by
 /// the reference comparison, and every pipeline-protocol bug by the async-proxy checks (a
 /// wgmma reading a stage its thread did not wait for, a TMA overwriting a stage a wgmma may

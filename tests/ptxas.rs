@@ -139,11 +139,16 @@ fn hopper_sass_has_hgmma_and_tma() {
     let _ = std::fs::remove_file(cubin);
     // (kernel, HGMMA it must have at least, whether it runs setmaxnreg)
     let mut kernels: Vec<(&str, u32, bool)> = Vec::new();
+    // The GEMM versions' whole tiles of f32 C go out as accumulator pairs: an 8-byte store per
+    // pair (`wgmma::pair_epilogue`), bn / 4 of them per thread, never element by element only.
+    let mut pairs: Vec<(&str, u32)> = Vec::new();
     // Kernels with the ping-pong's named barriers: BAR for `sync_threads`, the first
     // hand-over, and each turn's wait and hand-over (more where ptxas duplicates a path).
     let mut pingpong: Vec<&str> = Vec::new();
     for v in ferrokern::gpu_kernels::gemm_tc::VERSIONS.iter().filter(|v| v.config.required_arch() == Some("sm_90a")) {
         kernels.extend([v.bf16.name, v.f16.name].map(|k| (k, 4, v.config.uses_setmaxnreg())));
+        let ferrokern::gemm_tc::TcConfig::Wgmma(t) = v.config else { unreachable!("sm_90a versions are wgmma") };
+        pairs.extend([v.bf16.name, v.f16.name].map(|k| (k, t.bn / 4)));
     }
     assert!(!kernels.is_empty(), "the GEMM ladder has an sm_90a version");
     for v in ferrokern::attention::VERSIONS {
@@ -199,6 +204,13 @@ fn hopper_sass_has_hgmma_and_tma() {
             assert!(paired >= 1, "{arch} {k}: no paired dQ reduction (REDG.F32x2) in {m:?}");
             assert_eq!(paired, reds, "{arch} {k}: {reds} reductions, only {paired} paired in {m:?}");
             assert_eq!(get("ATOM") + get("ATOMG"), 0, "{arch} {k}: a value-returning atomic in {m:?}");
+        }
+        if let Some((_, want)) = pairs.iter().find(|(p, _)| *p == k) {
+            assert!(
+                get("STG.64") >= *want,
+                "{arch} {k}: {} STG.64, want the pair epilogue's {want} in {m:?}",
+                get("STG.64")
+            );
         }
         let setmaxnreg = get("USETMAXREG");
         let want = if uses_setmaxnreg { 2 } else { 0 };

@@ -85,6 +85,17 @@ impl<T: Copy> Global<T> {
         unsafe { self.ptr.add(i).read() }
     }
 
+    /// Loads elements `i` and `i + 1` with one load of both (8 bytes of f32, 4 of a 16-bit
+    /// type); element `i` must be aligned to the pair's size (the emulator faults otherwise,
+    /// as the GPU would).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_pair(&self, i: usize) -> [T; 2] {
+        imp::check_global::<T>(self.ptr as usize, self.len, i, 2, false);
+        // SAFETY: as in `load`, for both elements; alignment checked as above.
+        unsafe { imp::load_pair::<T>(self.ptr.add(i)) }
+    }
+
     /// Loads the 16-byte chunk `chunk` (elements `chunk*N .. chunk*N+N`) with one 128-bit load.
     /// The view's address must be 16-byte aligned (the launcher picks this path only then; the
     /// emulator faults on a misaligned chunk as the GPU would).
@@ -158,6 +169,21 @@ impl<T: Copy> GlobalMut<T> {
     pub fn split_at(self, mid: usize) -> (GlobalMut<T>, GlobalMut<T>) {
         assert!(mid <= self.len, "split_at {mid} of a view of {} elements", self.len);
         (GlobalMut { ptr: self.ptr, len: mid }, GlobalMut { ptr: self.ptr.wrapping_add(mid), len: self.len - mid })
+    }
+
+    /// Stores elements `i` and `i + 1` with one store of both; see [`Global::load_pair`].
+    #[inline(always)]
+    #[track_caller]
+    pub fn store_pair(&self, i: usize, v: [T; 2]) {
+        imp::check_global::<T>(self.ptr as usize, self.len, i, 2, true);
+        // SAFETY: see `load_pair`.
+        unsafe { imp::store_pair::<T>(self.ptr.add(i), v) }
+    }
+
+    #[inline(always)]
+    #[track_caller]
+    pub fn load_pair(&self, i: usize) -> [T; 2] {
+        self.as_global().load_pair(i)
     }
 
     /// Stores the 16-byte chunk `chunk` with one 128-bit store; see [`Global::load_chunk`].

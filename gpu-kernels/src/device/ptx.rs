@@ -102,6 +102,53 @@ pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
     }
 }
 
+/// A pair of 16-bit or 32-bit elements as one 4- or 8-byte global load.
+#[inline(always)]
+pub unsafe fn load_pair<T: Copy>(p: *const T) -> [T; 2] {
+    const { assert!(core::mem::size_of::<T>() == 2 || core::mem::size_of::<T>() == 4, "pairs of 2- or 4-byte elements") };
+    // SAFETY (both arms): the caller guarantees a valid global address aligned to the pair.
+    unsafe {
+        if core::mem::size_of::<T>() == 4 {
+            let (a, b): (u32, u32);
+            asm!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; ld.global.v2.b32 {{{a}, {b}}}, [g]; }}",
+                p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, options(readonly, nostack, preserves_flags)
+            );
+            core::mem::transmute_copy(&[a, b])
+        } else {
+            let a: u32;
+            asm!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; ld.global.b32 {a}, [g]; }}",
+                p = in(reg64) p, a = out(reg32) a, options(readonly, nostack, preserves_flags)
+            );
+            core::mem::transmute_copy(&a)
+        }
+    }
+}
+
+/// A pair of 16-bit or 32-bit elements as one 4- or 8-byte global store.
+#[inline(always)]
+pub unsafe fn store_pair<T: Copy>(p: *mut T, v: [T; 2]) {
+    const { assert!(core::mem::size_of::<T>() == 2 || core::mem::size_of::<T>() == 4, "pairs of 2- or 4-byte elements") };
+    // SAFETY (both arms): the pair is 8 or 4 bytes, read as u32s; the caller guarantees a
+    // valid global address aligned to the pair.
+    unsafe {
+        if core::mem::size_of::<T>() == 4 {
+            let [a, b]: [u32; 2] = core::mem::transmute_copy(&v);
+            asm!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; st.global.v2.b32 [g], {{{a}, {b}}}; }}",
+                p = in(reg64) p, a = in(reg32) a, b = in(reg32) b, options(nostack, preserves_flags)
+            );
+        } else {
+            let a: u32 = core::mem::transmute_copy(&v);
+            asm!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; st.global.b32 [g], {a}; }}",
+                p = in(reg64) p, a = in(reg32) a, options(nostack, preserves_flags)
+            );
+        }
+    }
+}
+
 #[inline(always)]
 pub unsafe fn store_16b<T: Copy, const N: usize>(p: *mut T, v: [T; N]) {
     // SAFETY: [T; N] is 16 bytes (asserted by the caller), so it reads as four u32.

@@ -163,6 +163,16 @@ pub unsafe fn load_16b<T: Copy, const N: usize>(p: *const T) -> [T; N] {
     unsafe { (p as *const [T; N]).read() }
 }
 
+pub unsafe fn load_pair<T: Copy>(p: *const T) -> [T; 2] {
+    // SAFETY: the caller checked bounds and alignment.
+    unsafe { (p as *const [T; 2]).read() }
+}
+
+pub unsafe fn store_pair<T: Copy>(p: *mut T, v: [T; 2]) {
+    // SAFETY: the caller checked bounds and alignment.
+    unsafe { (p as *mut [T; 2]).write(v) }
+}
+
 pub unsafe fn store_16b<T: Copy, const N: usize>(p: *mut T, v: [T; N]) {
     // SAFETY: the caller checked bounds and alignment.
     unsafe { (p as *mut [T; N]).write(v) }

