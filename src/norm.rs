@@ -44,7 +44,8 @@ pub struct NormGrad<'a, T: Float> {
 pub const MAX_BACKWARD_GROUPS: usize = 1024;
 /// Most row groups of a block-streaming backward (rows past the block's registers): their
 /// partial rows are long (at 32768 columns, 1024 rmsnorm groups wrote and summed 134 MB, a
-/// sixth of the f16 rows' own 805 MB), and four blocks per SM already fill the GPU.
+/// sixth of the f16 rows' own 805 MB), and 528 groups (four waves of one 512-thread block per
+/// SM on an H200) still give every SM rows to the end.
 pub const STREAM_BACKWARD_GROUPS: usize = SPLIT_BACKWARD_BLOCKS;
 
 fn check_cols(op: &'static str, shape: Rows) -> Result<()> {

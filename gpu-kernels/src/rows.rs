@@ -40,7 +40,7 @@
 //! | cross_entropy, loss only | m | m | m (online stats) | m |
 //! | layernorm | 2m | 2m | 4m (mean, variance, write passes) | 3m |
 //! | rmsnorm | 2m | 2m | 3m | 3m |
-//! | layernorm/rmsnorm backward | 3m | 3m when the second pass over x, dy hits L1/L2, up to 5m; the parameter sums stay in registers | 5m, or 3m when the second pass hits L2; the parameter sums in shared memory while they fit (layernorm to ~28k columns, rmsnorm ~57k) | 5m (+ the partial rows) |
+//! | layernorm/rmsnorm backward | 3m | 3m when the second pass over x, dy hits L1/L2, up to 5m; the parameter sums stay in registers | 5m, or 3m when the second pass hits L2; the parameter sums in shared memory while they fit (layernorm to 29008 columns, rmsnorm 58016) | 5m (+ the partial rows) |
 //! | softmax backward | 3m | 3m (registers; no shared path) | 5m, or 3m when the second pass over y, dy hits L2 | - |
 //!
 //! The cached strategies reach the floor; streaming and split pay an extra read of the row.
