@@ -160,7 +160,11 @@ pub const SASS_CLASSES: &[&str] = &[
     "ATOMG",
 ];
 
-/// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel.
+/// The pseudo-class [`count_sass`] gives every instruction of a kernel: its SASS size in
+/// instructions (16 bytes each on sm_70 and newer).
+pub const SASS_INSTRUCTIONS: &str = "instructions";
+
+/// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel, and [`SASS_INSTRUCTIONS`].
 pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
     let out = Command::new(nvdisasm)
         .arg("-c")
@@ -173,7 +177,7 @@ pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeM
     Ok(count_sass(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// Counts [`SASS_CLASSES`] per kernel in `nvdisasm -c` output.
+/// Counts [`SASS_CLASSES`] and [`SASS_INSTRUCTIONS`] per kernel in `nvdisasm -c` output.
 pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
     let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();
     let mut current: Option<String> = None;
@@ -193,10 +197,14 @@ pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
             op = toks.next().unwrap_or("");
         }
         let op = op.trim_end_matches(';');
+        if op.is_empty() {
+            continue;
+        }
         let mut parts = op.split('.');
         let base = parts.next().unwrap_or("");
         let modifiers: Vec<&str> = parts.collect();
         let entry = mix.get_mut(k).expect("inserted at .text");
+        *entry.entry(SASS_INSTRUCTIONS).or_insert(0) += 1;
         for class in SASS_CLASSES {
             let (cbase, cmod) = match class.split_once('.') {
                 Some((b, m)) => (b, Some(m)),
@@ -234,5 +242,7 @@ mod tests {
         assert_eq!(k.get("HGMMA"), Some(&1));
         assert_eq!(k.get("STG.128"), None);
         assert_eq!(mix["other"].get("STG.128"), Some(&1));
+        assert_eq!(k.get(super::SASS_INSTRUCTIONS), Some(&5));
+        assert_eq!(mix["other"].get(super::SASS_INSTRUCTIONS), Some(&1));
     }
 }

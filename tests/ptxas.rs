@@ -121,6 +121,12 @@ fn tensor_core_gemm_sass_has_hmma_ldmatrix_and_async_copies() {
     }
 }
 
+/// Most SASS instructions a wgmma GEMM kernel may have (16 bytes each: 64 KB, half an SM's
+/// 128 KB instruction cache). The element-by-element epilogue, unrolled over 128 accumulators,
+/// made v04 214 KB and cost about 85 us per tile on the H200 (`gemm_tc::wgmma::epilogue`);
+/// with the pair and staged epilogues v02-v06 have 2456-3688 (ptxas 12.9, 2026-12-07).
+const GEMM_MAX_INSTRUCTIONS: u32 = 4096;
+
 /// The offline gate for Hopper: in the sm_90a build every wgmma kernel's SASS (the
 /// GEMM versions and attention v03) has HGMMA (warpgroup MMA), UTMALDG (TMA loads) and SYNCS
 /// (mbarrier) instructions and no local memory, and ptxas raised no advisory on it: no
@@ -140,7 +146,8 @@ fn hopper_sass_has_hgmma_and_tma() {
     // (kernel, HGMMA it must have at least, whether it runs setmaxnreg)
     let mut kernels: Vec<(&str, u32, bool)> = Vec::new();
     // The GEMM versions' whole tiles of f32 C go out as accumulator pairs: an 8-byte store per
-    // pair (`wgmma::pair_epilogue`), bn / 4 of them per thread, never element by element only.
+    // pair (`wgmma::pair_epilogue`), bn / 4 of them per thread, never element by element only;
+    // and their code stays within GEMM_MAX_INSTRUCTIONS.
     let mut pairs: Vec<(&str, u32)> = Vec::new();
     // Kernels with the ping-pong's named barriers: BAR for `sync_threads`, the first
     // hand-over, and each turn's wait and hand-over (more where ptxas duplicates a path).
@@ -211,6 +218,12 @@ fn hopper_sass_has_hgmma_and_tma() {
                 "{arch} {k}: {} STG.64, want the pair epilogue's {want} in {m:?}",
                 get("STG.64")
             );
+            let size = get(info::SASS_INSTRUCTIONS);
+            assert!(
+                size <= GEMM_MAX_INSTRUCTIONS,
+                "{arch} {k}: {size} SASS instructions ({} KB), over {GEMM_MAX_INSTRUCTIONS}: an epilogue unrolled per accumulator again?",
+                size * 16 / 1024
+            );
         }
         let setmaxnreg = get("USETMAXREG");
         let want = if uses_setmaxnreg { 2 } else { 0 };
@@ -228,7 +241,8 @@ fn hopper_sass_has_hgmma_and_tma() {
             );
         }
         println!(
-            "{arch} {k}: {} registers at entry, {} HGMMA, {} UTMALDG, {} SYNCS, {} BAR, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
+            "{arch} {k}: {} instructions, {} registers at entry, {} HGMMA, {} UTMALDG, {} SYNCS, {} BAR, {setmaxnreg} USETMAXREG, no local memory, no ptxas advisory",
+            get(info::SASS_INSTRUCTIONS),
             r.registers,
             get("HGMMA"),
             get("UTMALDG"),

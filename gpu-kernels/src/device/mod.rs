@@ -171,9 +171,10 @@ pub mod thread {
     /// that wait for arrivals that never come.
     ///
     /// A named barrier orders execution (FlashAttention-3's ping-pong: one warpgroup's matrix
-    /// products issue while the other runs its softmax). The emulator's race detector does
-    /// not count it as ordering shared-memory accesses: data handed between threads through
-    /// shared memory needs [`sync_threads`] or an mbarrier there, or it is reported as a race.
+    /// products issue while the other runs its softmax) and the shared-memory accesses of its
+    /// participants: what a thread wrote before it arrived is visible to the threads that
+    /// waited for that phase. The emulator's race detector follows the same rule (a vector
+    /// clock per phase, `emu::shadow`).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct NamedBarrier {
         id: u32,

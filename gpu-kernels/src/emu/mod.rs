@@ -24,9 +24,8 @@
 //! collective divergence, and panics in kernel code (e.g. arithmetic overflow in test builds).
 //!
 //! # Not modelled
-//! timing and performance; named barriers as ordering for the race detector (shared data
-//! handed over through one is reported as a race: conservative); memory ordering beyond
-//! barriers and `sync_warp` (the emulator is
+//! timing and performance; memory ordering beyond barriers (block, named, mbarrier) and
+//! `sync_warp` (the emulator is
 //! sequentially consistent, so it can accept code that relies on ordering the GPU does not
 //! promise between global writes of different blocks); races on global memory; the
 //! accuracy of fast-math instructions (the host functions are more accurate); 32-bit

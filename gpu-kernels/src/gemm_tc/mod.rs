@@ -251,6 +251,8 @@ crate::kernels! {
     GEMM_TC_BUG_SPLIT_K_FLOOR_SLICES = gemm_tc_bug_split_k_floor_slices(TcParams<half::bf16>) => v05_wgmma_splitk::run_bug::<half::bf16, { split_k::BUG_FLOOR_SLICES }>;
     /// v06 whose consumers never release a tile's last stage (harness test).
     GEMM_TC_BUG_PERSISTENT_KEEP_LAST_STAGE = gemm_tc_bug_persistent_keep_last_stage(TcParams<half::bf16>) => v06_wgmma_persistent::run_bug::<half::bf16, { wgmma::bug::KEEP_LAST_STAGE }>;
+    /// v02 whose consumers read a staged C chunk before the warpgroup wrote it (harness test).
+    GEMM_TC_BUG_WGMMA_STAGE_NO_HANDOVER = gemm_tc_bug_wgmma_stage_no_handover(TcParams<half::bf16>) => v02_wgmma::run_bug::<half::bf16, { wgmma::bug::STAGE_NO_HANDOVER }>;
     /// Probe: one m16n8k16 from fragments loaded straight from global memory.
     MMA_PROBE_DIRECT_BF16 = mma_probe_direct_bf16(probe::ProbeParams<half::bf16>) => probe::direct::<half::bf16, false>;
     /// Probe: as above, f16.
@@ -405,6 +407,12 @@ pub const BUG_VERSIONS: &[TcVersion] = &[
     TcVersion {
         name: "bug_wgmma_early_release",
         bf16: &GEMM_TC_BUG_WGMMA_EARLY_RELEASE,
+        f16: &GEMM_TC_V02_WGMMA_F16,
+        config: TcConfig::Wgmma(v02_wgmma::TILING),
+    },
+    TcVersion {
+        name: "bug_wgmma_stage_no_handover",
+        bf16: &GEMM_TC_BUG_WGMMA_STAGE_NO_HANDOVER,
         f16: &GEMM_TC_V02_WGMMA_F16,
         config: TcConfig::Wgmma(v02_wgmma::TILING),
     },

@@ -54,6 +54,12 @@
 //! # Edges
 //! TMA zero-fills box elements outside the tensors, so any M, N, K works with no predicates
 //! in the main loop; the epilogue guards rows and columns.
+//!
+//! # Epilogue
+//! Whole tiles of a plain launch (no bias, GELU, residual or split workspace) store their
+//! accumulators as pairs straight from registers ([`pair_epilogue`]); every other tile goes
+//! through a per-warpgroup staging buffer after the ring, [`STAGE_COLS`] columns at a time
+//! ([`staged_epilogue`]), so the code that guards and fuses is one rolled loop.
 
 use super::TcParams;
 use crate::device::hopper::{
@@ -62,10 +68,19 @@ use crate::device::hopper::{
 };
 use crate::device::mma::MmaInput;
 use crate::device::thread::{
-    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x,
+    NamedBarrier, block_idx_x, block_idx_y, block_idx_z, grid_dim_x, grid_dim_y, sync_threads, thread_idx_x,
 };
-use crate::device::{Element, GlobalMut, math};
+use crate::device::{Element, GlobalMut, Shared, hint, math};
 use crate::gemm::unroll8;
+
+/// Columns of C a consumer warpgroup stages through shared memory at once
+/// ([`staged_epilogue`]): four n8 tiles, one 128-byte row of f32.
+pub const STAGE_COLS: u32 = 32;
+/// Bytes of one consumer warpgroup's staging buffer: 64 rows of [`STAGE_COLS`] f32.
+pub const STAGING_BYTES: u32 = 64 * STAGE_COLS * 4;
+/// The first of the named barriers (one per consumer warpgroup, 128 threads) that hand a
+/// staged chunk from its writers to its readers and back.
+pub const STAGING_BARRIER: u32 = 1;
 
 /// The tile configuration: the one source the launcher reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,8 +125,14 @@ impl WgmmaTiling {
     pub const fn b_offset(self, s: u32) -> u32 {
         self.a_offset(s) + self.a_bytes()
     }
+    /// Consumer warpgroup `wg`'s staging buffer for [`staged_epilogue`]: 64 rows of
+    /// [`STAGE_COLS`] f32, after the ring (so a persistent block's producer may refill the
+    /// ring while the consumers stage).
+    pub const fn staging_offset(self, wg: u32) -> u32 {
+        self.stages * self.stage_bytes() + wg * STAGING_BYTES
+    }
     pub const fn full_bar(self, s: u32) -> u32 {
-        self.stages * self.stage_bytes() + 8 * s
+        self.staging_offset(self.consumers) + 8 * s
     }
     pub const fn empty_bar(self, s: u32) -> u32 {
         self.full_bar(self.stages) + 8 * s
@@ -140,6 +161,7 @@ impl WgmmaTiling {
         assert!(self.bk * 2 == 128, "a k-step is one 128-byte swizzle row of A (64 halves)");
         assert!(self.bm == 64 * self.consumers, "each consumer warpgroup owns 64 rows");
         assert!(self.bn == 128 || self.bn == 256, "the consumers issue m64n128k16 or m64n256k16");
+        assert!(STAGING_BARRIER + self.consumers <= 16, "one named barrier per consumer warpgroup");
         if self.uses_setmaxnreg() {
             let (p, c) = (self.producer_regs, self.consumer_regs);
             assert!(p % 8 == 0 && c % 8 == 0 && p >= 24 && c <= 256, "setmaxnreg counts: multiples of 8 in 24..=256");
@@ -237,44 +259,50 @@ struct Unit {
 /// The work units of this block: with `persistent`, units `block x, block x + grid x, ...`
 /// below `tiles x splits` (unit `u` is slice `u / tiles` of tile `u % tiles`); otherwise the
 /// one unit of block (x, y, z): tile (y, x) in the block order, slice z.
+///
+/// Only the next unit is held: the tile grid and the unit count are recomputed from the
+/// launch for each unit, behind an opaque zero so LLVM does not hoist them out of the unit
+/// loop, where they would stay live across the main loop beside the accumulators (three of
+/// them made v06 spill 12 bytes once the staged epilogue needed its registers).
 #[derive(Clone, Copy)]
 struct Units {
     next: u32,
-    count: u32,
-    stride: u32,
-    tiles_m: u32,
-    tiles_n: u32,
 }
 
 impl Units {
     #[inline(always)]
-    fn of<T: MmaInput>(tiling: WgmmaTiling, p: &TcParams<T>) -> Units {
+    fn of(tiling: WgmmaTiling) -> Units {
         if tiling.persistent {
-            let (tiles_m, tiles_n) = (p.m.div_ceil(tiling.bm), p.n.div_ceil(tiling.bn));
-            let count = tiles_m * tiles_n * if tiling.split_k { p.splits.max(1) } else { 1 };
-            Units { next: block_idx_x(), count, stride: grid_dim_x(), tiles_m, tiles_n }
+            Units { next: block_idx_x() }
         } else {
             // One unit: the block's tile, numbered row-major.
-            let (tiles_n, tiles_m) = (grid_dim_x(), grid_dim_y());
-            let pid = block_idx_y() * tiles_n + block_idx_x();
-            Units { next: pid, count: pid + 1, stride: 1, tiles_m, tiles_n }
+            Units { next: block_idx_y() * grid_dim_x() + block_idx_x() }
         }
     }
 
     /// The next unit, with the k-steps of K (`steps` of them) its slice runs.
     #[inline(always)]
     fn next<T: MmaInput, const BUG: u32>(&mut self, tiling: WgmmaTiling, p: &TcParams<T>, steps: u32) -> Option<Unit> {
-        if self.next >= self.count {
+        let u = self.next;
+        let zero = hint::opaque_u32(u).wrapping_sub(u);
+        let (tiles_m, tiles_n, count, stride) = if tiling.persistent {
+            let (tiles_m, tiles_n) = ((p.m + zero).div_ceil(tiling.bm), (p.n + zero).div_ceil(tiling.bn));
+            let count = tiles_m * tiles_n * if tiling.split_k { p.splits.max(1) } else { 1 };
+            (tiles_m, tiles_n, count, grid_dim_x())
+        } else {
+            let tiles_n = grid_dim_x();
+            (grid_dim_y(), tiles_n, block_idx_y() * tiles_n + block_idx_x() + 1, 1)
+        };
+        if u >= count {
             return None;
         }
-        let u = self.next;
-        self.next += self.stride;
-        let tiles = self.tiles_m * self.tiles_n;
+        self.next += stride;
+        let tiles = tiles_m * tiles_n;
         let (pid, z) = if tiling.persistent { (u % tiles, u / tiles) } else { (u, block_idx_z()) };
         let (tile_m, tile_n) = if tiling.group_m == 0 && !tiling.persistent {
             (block_idx_y(), block_idx_x())
         } else {
-            tile_of(pid, self.tiles_m, self.tiles_n, tiling.group_m)
+            tile_of(pid, tiles_m, tiles_n, tiling.group_m)
         };
         let (first, steps) = if tiling.split_k { super::split_k::slice::<T, BUG>(p, steps, z) } else { (0, steps) };
         Some(Unit { i0: tile_m * tiling.bm, j0: tile_n * tiling.bn, z, first, steps })
@@ -361,6 +389,9 @@ pub mod bug {
     /// Persistent consumers keep each unit's last stage (value 5 is split-K's bug,
     /// [`super::super::split_k::BUG_FLOOR_SLICES`]).
     pub const KEEP_LAST_STAGE: u32 = 6;
+    /// Consumers read a staged chunk without waiting for the warpgroup's other threads to
+    /// write it ([`super::staged_epilogue`]).
+    pub const STAGE_NO_HANDOVER: u32 = 7;
 }
 
 /// The engine for version `V`, with deliberate bug `BUG` (0: none).
@@ -400,7 +431,7 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
             }
             // `it` counts k-steps through the ring across this block's units.
             let mut it = 0;
-            let mut units = Units::of(tiling, &p);
+            let mut units = Units::of(tiling);
             while let Some(u) = units.next::<T, BUG>(tiling, &p, k_steps) {
                 let (i0, j0) = (u.i0, u.j0);
                 let mut i = 0;
@@ -446,7 +477,7 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
         setmaxnreg_inc(tiling.consumer_regs);
     }
     let mut it = 0;
-    let mut units = Units::of(tiling, &p);
+    let mut units = Units::of(tiling);
     while let Some(u) = units.next::<T, BUG>(tiling, &p, k_steps) {
         // One main loop per layout, so no branch separates the wgmmas of a k-step (ptxas
         // fences each wgmma whose accumulators arrive through control flow it cannot follow:
@@ -458,7 +489,7 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
             (true, true) => mainloop::<T, V, BUG, 1, 0>(it, u.steps, t),
         };
         it += u.steps;
-        epilogue::<T, V>(&p, &acc, u, t);
+        epilogue::<T, V, BUG>(&p, &acc, u, t);
         if !tiling.persistent {
             break; // one unit: no loop state for the compiler to carry
         }
@@ -466,47 +497,94 @@ pub fn run<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: TcParams<T>) {
 }
 
 /// A consumer thread's accumulators of unit `u` to C (or, when the launch splits K, to the
-/// workspace): [`pair_epilogue`] where [`takes_pairs`] allows, else element by element.
+/// workspace): [`pair_epilogue`] where [`takes_pairs`] allows, else [`staged_epilogue`].
 ///
-/// The element-by-element path checks bounds, beta, bias, GELU, residual and the output type
-/// per element; unrolled over 128 accumulators that is 214 KB of SASS in v04 (ptxas 12.9,
-/// sm_90a), more than an SM's instruction cache, and every tile fetched it again. On the
-/// H200 (2026-12-04) v04-v06 paid about 85 us per tile over their main loop, as their
-/// times at 1024^3 to 8192^3 fit (v04 1024^3: 91 us for 16 k-steps that take about 9).
+/// Before the staging, the other tiles went element by element straight from the
+/// accumulators, with bounds, beta, bias, GELU, residual and the output type checked per
+/// element; unrolled over 128 accumulators that was 214 KB of SASS in v04 (ptxas 12.9,
+/// sm_90a), more than an SM's instruction cache. On the H200 (2026-12-04) v04-v06 paid about
+/// 85 us per tile over their main loop, as their times at 1024^3 to 8192^3 fit (v04 1024^3:
+/// 91 us for 16 k-steps that take about 9), the whole tiles included.
 #[inline(always)]
-fn epilogue<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
+fn epilogue<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
     if takes_pairs::<T, V>(p, u) {
         if p.out16 != 0 {
             pair_epilogue::<T, V, T>(p, &p.c16, acc, u, t);
         } else {
             pair_epilogue::<T, V, f32>(p, &p.c, acc, u, t);
         }
-        return;
+    } else {
+        staged_epilogue::<T, V, BUG>(p, acc, u, t);
     }
+}
+
+/// Any tile, any launch: the warpgroup's 64 x BN accumulators go through its shared staging
+/// buffer ([`WgmmaTiling::staging_offset`]) [`STAGE_COLS`] columns at a time, so the code
+/// that guards bounds and applies the epilogue ([`super::store`], or
+/// [`super::split_k::store_partial`] into the workspace) is one rolled loop, not one copy
+/// per accumulator.
+///
+/// Per chunk: each thread writes its 16 accumulators of the chunk as 8 pairs (d[4 n8 + 2 h +
+/// e] is row `16 warp + g + 8 h`, column `8 n8 + 2 tq + e`); a named barrier of the
+/// warpgroup; each thread then reads 4 rows x 4 consecutive columns (16-byte reads, 8
+/// threads to a row) and stores them; the barrier again before the next chunk overwrites
+/// the buffer. The buffer's 16-byte chunks are XOR-swizzled by row (`q ^ row % 8`): the pair
+/// writes of a warp then fill all 32 banks twice (two wavefronts, the least for 256 bytes)
+/// and each read of 4 rows takes the least, 4.
+#[inline(always)]
+fn staged_epilogue<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
     let tiling = const { V::TILING };
-    let (i0, j0) = (u.i0, u.j0);
-    let wg = t / 128;
-    // Epilogue: d[4 n8 + j] sits at row 16 warp + g + 8 (j / 2), column 8 n8 + 2 tq + j % 2.
-    let (warp, lane) = ((t % 128) / 32, t % 32);
-    let (g, tq) = (lane / 4, lane % 4);
+    // A chunk is 16 accumulators of each thread: 4 n8 tiles.
+    const { assert!(V::Acc::N.is_multiple_of(STAGE_COLS) && V::Acc::N / STAGE_COLS <= 8, "whole chunks, at most 8") };
+    let chunks = tiling.bn / STAGE_COLS;
+    // Row r's 16-byte chunk q of the buffer holds its columns 4 q .. 4 q + 3.
+    let quads_per_row = STAGE_COLS / 4;
+    let split = tiling.split_k && p.splits > 1;
     let acc = acc.as_ref();
-    unroll8!(h < 2 => {
-        unroll8!(hi < 8 => {
-            unroll8!(lo < 8 => {
-                let r = 64 * h + 8 * hi + lo;
-                if r < acc.len() {
-                    let (n8, j) = (r as u32 / 4, r as u32 % 4);
-                    let row = i0 + wg * 64 + 16 * warp + g + 8 * (j / 2);
-                    let col = j0 + 8 * n8 + 2 * tq + j % 2;
-                    if tiling.split_k && p.splits > 1 {
-                        super::split_k::store_partial(p, u.z, row, col, acc[r]);
-                    } else {
-                        super::store(p, row, col, acc[r]);
-                    }
-                }
-            });
+    let mut c = 0;
+    while c < chunks {
+        // The thread's indices, computed per chunk: LLVM would otherwise hoist every address
+        // below out of the persistent unit loop, live across the main loop beside the
+        // accumulators (v06 spilled 156 bytes, v03 48).
+        let t = t + hint::opaque_u32(c).wrapping_sub(c);
+        let (wg, lt, warp, lane) = (t / 128, t % 128, (t % 128) / 32, t % 32);
+        let pairs = Shared::<u64>::at(tiling.staging_offset(wg), STAGING_BYTES / 8);
+        let words = Shared::<f32>::at(tiling.staging_offset(wg), STAGING_BYTES / 4);
+        let handover = NamedBarrier::new(STAGING_BARRIER, 128).offset(wg);
+        let (g, tq) = (lane / 4, lane % 4);
+        // Chunk c's accumulators, picked by literal indices so they stay in registers.
+        unroll8!(cc < 8 => {
+            if 16 * cc < acc.len() && cc as u32 == c {
+                unroll8!(nn < 4 => {
+                    unroll8!(h < 2 => {
+                        let r = 4 * (4 * cc + nn) + 2 * h;
+                        let row = 16 * warp + g + 8 * h as u32;
+                        let q = 2 * nn as u32 + tq / 2;
+                        let pair = (acc[r].to_bits() as u64) | ((acc[r + 1].to_bits() as u64) << 32);
+                        pairs.store(row * 2 * quads_per_row + 2 * (q ^ (row % 8)) + tq % 2, pair);
+                    });
+                });
+            }
         });
-    });
+        if BUG != bug::STAGE_NO_HANDOVER {
+            handover.sync();
+        }
+        let mut i = 0;
+        while i < 64 * STAGE_COLS / 128 {
+            // A warp takes one row's 32 columns: 128 bytes of the buffer, 128 of C.
+            let (r, col) = (i * (128 / STAGE_COLS) + lt / STAGE_COLS, lt % STAGE_COLS);
+            let v = words.load(r * STAGE_COLS + 4 * ((col / 4) ^ (r % 8)) + col % 4);
+            let (row, col) = (u.i0 + wg * 64 + r, u.j0 + c * STAGE_COLS + col);
+            if split {
+                super::split_k::store_partial(p, u.z, row, col, v);
+            } else {
+                super::store(p, row, col, v);
+            }
+            i += 1;
+        }
+        handover.sync();
+        c += 1;
+    }
 }
 
 /// Whether unit `u`'s tile takes [`pair_epilogue`]: it lies wholly inside C, the launch has
@@ -533,7 +611,8 @@ fn takes_pairs<T: MmaInput, V: WgmmaVersion>(p: &TcParams<T>, u: Unit) -> bool {
 /// two-element store at a constant offset from the thread's two row addresses. With beta, each
 /// group of 4 n8 tiles loads its 8 C pairs before it stores any (a load after a store to the
 /// same buffer stays after it, so loads and stores in turn would wait for memory once per
-/// pair; groups of 8 took v03 from 90 registers to 112, past its 640 threads' 102). The same arithmetic as [`super::store`], so both paths give the same bits.
+/// pair; groups of 8 took v03 from 90 registers to 112, past its 640 threads' 102). The same
+/// arithmetic as [`super::store`], so both paths give the same bits.
 #[inline(always)]
 fn pair_epilogue<T: MmaInput, V: WgmmaVersion, O: Element>(
     p: &TcParams<T>,
