@@ -562,6 +562,38 @@ pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
     (1024, 1024, 16384),
 ];
 
+/// Shapes the tensor-core GEMM is timed on with its fused bias + GELU epilogue (f32 C), each
+/// against cuBLAS's plain `cublasGemmEx` on the same shape: the ratio is what the product with
+/// the fused epilogue costs over the product alone. The odd one (8000 is not a multiple of
+/// the 128- and 256-wide tiles) adds edge tiles.
+pub const GEMM_TC_FUSED_SHAPES: &[(usize, usize, usize)] =
+    &[(4096, 4096, 4096), (8192, 8192, 8192), (8000, 8000, 8000)];
+
+/// The label of a fused-epilogue row's shape: `MxNxK+bias+gelu`.
+pub fn fused_shape(g: &crate::gemm::Gemm) -> String {
+    format!("{}x{}x{}+bias+gelu", g.m, g.n, g.k)
+}
+
+/// Times `version` on `w`'s shape with the fused bias + GELU epilogue (a bias of N f32
+/// uploaded here) against an already measured cuBLAS median of the plain product.
+pub fn gemm_tc_fused(
+    ctx: &Context,
+    version: &'static crate::gemm_tc::TcVersion,
+    w: &mut TcWorkload,
+    cublas_ms: Option<f64>,
+) -> Result<GemmMeasurement> {
+    let bias: Vec<f32> = (0..w.gemm.n).map(|j| (j % 13) as f32 * 0.05 - 0.3).collect();
+    let bias = ctx.upload(&bias)?;
+    let ep = crate::gemm_tc::Epilogue { bias: Some(bias.as_view()), gelu: true, residual: None };
+    let (a, b, g) = (&w.a, &w.b, w.gemm);
+    let (med, min) = time_gemm(ctx, || {
+        crate::gemm_tc::gemm_tc_ex(ctx, version, &g, a.as_view(), b.as_view(), w.c.as_view_mut(), &ep)
+    })?;
+    let mut row = GemmMeasurement::new(version.name, &g, med, min, cublas_ms);
+    row.shape = fused_shape(&g);
+    Ok(row)
+}
+
 impl GemmBench for TcWorkload {
     type Version = crate::gemm_tc::TcVersion;
     fn name(version: &Self::Version) -> &'static str {

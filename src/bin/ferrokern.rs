@@ -1546,7 +1546,9 @@ fn gemm_tc_emulator_sweep(ctx: &Context) -> bool {
 
 /// The tensor-core GEMM (bf16 in, f32 out) against cuBLAS `cublasGemmEx` in the same run:
 /// each version checked on an odd shape first (a fast wrong kernel is not a result), then per
-/// shape cuBLAS timed once and every checked version on the same buffers.
+/// shape cuBLAS timed once and every checked version on the same buffers; then the same with
+/// the fused bias + GELU epilogue ([`bench::GEMM_TC_FUSED_SHAPES`]) against cuBLAS's plain
+/// product.
 fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     use ferrokern::gemm::Gemm;
     let cublas = ferrokern::cublas::Cublas::load(ctx).map_err(|e| println!("\ngemm_tc baseline: none ({e})")).ok();
@@ -1565,7 +1567,45 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    gemm_shapes::<half::bf16>(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), ok)
+    let mut rows = gemm_shapes::<half::bf16>(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), ok);
+    // The fused bias + GELU epilogue: each version checked with it on the odd shape, then
+    // timed against cuBLAS's plain product.
+    let fused = verify::EpilogueSpec { bias: true, gelu: true, residual: false };
+    let checked: Vec<_> = checked
+        .into_iter()
+        .filter(|v| {
+            let r = verify::gemm_tc_ex_with::<half::bf16, f32>(ctx, &case, fused, v);
+            passes_check(&format!("gemm_tc {} +bias+gelu", v.name), r, ok)
+        })
+        .collect();
+    for &(m, n, k) in bench::GEMM_TC_FUSED_SHAPES {
+        let shape = bench::fused_shape(&Gemm::new(m, n, k));
+        let mut w = match bench::TcWorkload::new(ctx, m, n, k) {
+            Ok(w) => w,
+            Err(e) => {
+                println!("gemm_tc {shape}: {e}");
+                *ok = false;
+                continue;
+            }
+        };
+        let base = bench::gemm_cublas(ctx, &mut w, cublas.as_ref()).unwrap_or_else(|e| {
+            println!("cuBLAS {m}x{n}x{k}: {e}");
+            None
+        });
+        for &v in &checked {
+            match bench::gemm_tc_fused(ctx, v, &mut w, base) {
+                Ok(r) => {
+                    print_gemm_row(&r);
+                    rows.push(r);
+                }
+                Err(e) => {
+                    println!("gemm_tc {} {shape}: {e}", v.name);
+                    *ok = false;
+                }
+            }
+        }
+    }
+    rows
 }
 
 /// Times every checked version of a GEMM family on each shape against cuBLAS, which is timed
@@ -1583,7 +1623,7 @@ where
 {
     use bench::GemmBench;
     println!(
-        "\n{:<18} {:<16} {:>10} {:>8} {:>10} {:>8} {:>7}",
+        "\n{:<18} {:<26} {:>10} {:>8} {:>10} {:>8} {:>7}",
         format!("{family} version"),
         "m x n x k",
         "median ms",
@@ -2041,7 +2081,7 @@ fn attention_backward_emulator_sweep(ctx: &Context, filter: Option<&str>) -> boo
 fn print_gemm_row(r: &bench::GemmMeasurement) {
     let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
     println!(
-        "{:<18} {:<16} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
+        "{:<18} {:<26} {:>10.4} {:>8.2} {:>10} {:>8} {:>7}",
         r.version,
         r.shape,
         r.median_ms,
