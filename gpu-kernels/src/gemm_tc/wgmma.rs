@@ -526,18 +526,19 @@ fn epilogue<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: &TcParams<T>, acc: 
 ///
 /// Per chunk: each thread writes its 16 accumulators of the chunk as 8 pairs (d[4 n8 + 2 h +
 /// e] is row `16 warp + g + 8 h`, column `8 n8 + 2 tq + e`); a named barrier of the
-/// warpgroup; each thread then reads 4 rows x 4 consecutive columns (16-byte reads, 8
-/// threads to a row) and stores them; the barrier again before the next chunk overwrites
-/// the buffer. The buffer's 16-byte chunks are XOR-swizzled by row (`q ^ row % 8`): the pair
-/// writes of a warp then fill all 32 banks twice (two wavefronts, the least for 256 bytes)
-/// and each read of 4 rows takes the least, 4.
+/// warpgroup; then 16 steps in which each warp reads one row's 32 columns, one per lane, and
+/// stores them (128 contiguous bytes of C); the barrier again before the next chunk
+/// overwrites the buffer. One element per step, not four: with all accumulators live through
+/// the rolled chunk loop, four took v03 past its 96 registers. The buffer's 16-byte chunks
+/// are XOR-swizzled by row (`q ^ row % 8`): the pair writes of a warp then fill all 32 banks
+/// twice (two wavefronts, the least for 256 bytes), and a row read is one wavefront.
 #[inline(always)]
 fn staged_epilogue<T: MmaInput, V: WgmmaVersion, const BUG: u32>(p: &TcParams<T>, acc: &V::Acc, u: Unit, t: u32) {
     let tiling = const { V::TILING };
     // A chunk is 16 accumulators of each thread: 4 n8 tiles.
     const { assert!(V::Acc::N.is_multiple_of(STAGE_COLS) && V::Acc::N / STAGE_COLS <= 8, "whole chunks, at most 8") };
     let chunks = tiling.bn / STAGE_COLS;
-    // Row r's 16-byte chunk q of the buffer holds its columns 4 q .. 4 q + 3.
+    // Row r's 16-byte chunk q holds its columns 4 q .. 4 q + 3, at chunk q ^ (r % 8).
     let quads_per_row = STAGE_COLS / 4;
     let split = tiling.split_k && p.splits > 1;
     let acc = acc.as_ref();
