@@ -569,13 +569,9 @@ pub const GEMM_TC_SHAPES: &[(usize, usize, usize)] = &[
 pub const GEMM_TC_FUSED_SHAPES: &[(usize, usize, usize)] =
     &[(4096, 4096, 4096), (8192, 8192, 8192), (8000, 8000, 8000)];
 
-/// The label of a fused-epilogue row's shape: `MxNxK+bias+gelu`.
-pub fn fused_shape(g: &crate::gemm::Gemm) -> String {
-    format!("{}x{}x{}+bias+gelu", g.m, g.n, g.k)
-}
-
 /// Times `version` on `w`'s shape with the fused bias + GELU epilogue (a bias of N f32
-/// uploaded here) against an already measured cuBLAS median of the plain product.
+/// uploaded here) against an already measured cuBLAS median of the plain product; the row's
+/// shape reads `MxNxK+bias+gelu`.
 pub fn gemm_tc_fused(
     ctx: &Context,
     version: &'static crate::gemm_tc::TcVersion,
@@ -590,7 +586,7 @@ pub fn gemm_tc_fused(
         crate::gemm_tc::gemm_tc_ex(ctx, version, &g, a.as_view(), b.as_view(), w.c.as_view_mut(), &ep)
     })?;
     let mut row = GemmMeasurement::new(version.name, &g, med, min, cublas_ms);
-    row.shape = fused_shape(&g);
+    row.shape += "+bias+gelu";
     Ok(row)
 }
 

@@ -1567,7 +1567,8 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    let mut rows = gemm_shapes::<half::bf16>(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), ok);
+    let mut rows =
+        gemm_shapes(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), bench::gemm::<half::bf16>, ok);
     // The fused bias + GELU epilogue: each version checked with it on the odd shape, then
     // timed against cuBLAS's plain product.
     let fused = verify::EpilogueSpec { bias: true, gelu: true, residual: false };
@@ -1578,44 +1579,36 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             passes_check(&format!("gemm_tc {} +bias+gelu", v.name), r, ok)
         })
         .collect();
-    for &(m, n, k) in bench::GEMM_TC_FUSED_SHAPES {
-        let shape = bench::fused_shape(&Gemm::new(m, n, k));
-        let mut w = match bench::TcWorkload::new(ctx, m, n, k) {
-            Ok(w) => w,
-            Err(e) => {
-                println!("gemm_tc {shape}: {e}");
-                *ok = false;
-                continue;
-            }
-        };
-        let base = bench::gemm_cublas(ctx, &mut w, cublas.as_ref()).unwrap_or_else(|e| {
-            println!("cuBLAS {m}x{n}x{k}: {e}");
-            None
-        });
-        for &v in &checked {
-            match bench::gemm_tc_fused(ctx, v, &mut w, base) {
-                Ok(r) => {
-                    print_gemm_row(&r);
-                    rows.push(r);
-                }
-                Err(e) => {
-                    println!("gemm_tc {} {shape}: {e}", v.name);
-                    *ok = false;
-                }
-            }
-        }
-    }
+    let family = "gemm_tc +bias+gelu";
+    rows.extend(gemm_shapes(
+        ctx,
+        family,
+        bench::GEMM_TC_FUSED_SHAPES,
+        &checked,
+        cublas.as_ref(),
+        bench::gemm_tc_fused,
+        ok,
+    ));
     rows
 }
 
-/// Times every checked version of a GEMM family on each shape against cuBLAS, which is timed
-/// once per shape on the same buffers.
+/// A version's row on a shape: `bench::gemm`, or `bench::gemm_tc_fused` (the fused epilogue).
+type TimeGemm<T> = fn(
+    &Context,
+    &'static <bench::GemmWorkload<T> as bench::GemmBench>::Version,
+    &mut bench::GemmWorkload<T>,
+    Option<f64>,
+) -> ferrokern::Result<bench::GemmMeasurement>;
+
+/// Times every checked version of a GEMM family on each shape with `time` against cuBLAS's
+/// plain product, which is timed once per shape on the same buffers.
 fn gemm_shapes<T: ferrokern::Float>(
     ctx: &Context,
     family: &str,
     shapes: &[(usize, usize, usize)],
     checked: &[&'static <bench::GemmWorkload<T> as bench::GemmBench>::Version],
     cublas: Option<&ferrokern::cublas::Cublas>,
+    time: TimeGemm<T>,
     ok: &mut bool,
 ) -> Vec<bench::GemmMeasurement>
 where
@@ -1650,7 +1643,7 @@ where
             }
         };
         for &v in checked {
-            match bench::gemm(ctx, v, &mut w, base) {
+            match time(ctx, v, &mut w, base) {
                 Ok(r) => {
                     print_gemm_row(&r);
                     rows.push(r);
@@ -2126,7 +2119,7 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    gemm_shapes::<f32>(ctx, "gemm", bench::GEMM_SHAPES, &checked, cublas.as_ref(), ok)
+    gemm_shapes(ctx, "gemm", bench::GEMM_SHAPES, &checked, cublas.as_ref(), bench::gemm::<f32>, ok)
 }
 
 /// One attention measurement (forward or backward) against PyTorch's time for the same case.
