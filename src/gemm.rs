@@ -202,8 +202,10 @@ pub const MAX_GRID_Z: usize = 65_535;
 /// The most blocks on grid y (tiles of M).
 const MAX_GRID_Y: usize = 65_535;
 
-/// The version [`gemm`] runs: the ladder's top rung. To be confirmed against the others by
-/// the first GPU bench (no GPU run has measured the ladder yet).
+/// The version [`gemm`] runs: the ladder's top rung. The H200 run of 2026-12-04 had v08 (the
+/// top then) fastest at every square shape and at 4096 x 4096 x 64, and v03 twice as fast at
+/// 16 x 4096 x 4096 (its 32 x 32 tiles give 128 blocks where v08's give 32); v09 is not yet
+/// measured.
 pub fn default_version(_g: &Gemm) -> &'static GemmVersion {
     VERSIONS.last().expect("the ladder has versions")
 }

@@ -110,6 +110,35 @@ fn vector_paths_with_odd_edges() {
     }
 }
 
+/// Shapes with whole 128 x 128 C tiles inside the matrix and aligned operands, so v09 runs
+/// its unguarded interior path (whole k-steps of 16 from advancing offsets, every layout,
+/// the second matrix of a batch at its stride) beside edge tiles and a partial last k-step;
+/// 256 x 128 x 64 has no partial step. The shared-tile versions, which share the tile sizes.
+#[test]
+fn interior_tiles_every_layout() {
+    for ctx in common::backends("gemm_interior_tiles") {
+        for (m, n, k) in [(260, 264, 75), (256, 128, 64)] {
+            for ta in [Trans::N, Trans::T] {
+                for tb in [Trans::N, Trans::T] {
+                    let mut g = Gemm::new(m, n, k).transposed(ta, tb).scaled(1.25, -0.5);
+                    g.lda = g.lda.next_multiple_of(4) + 4;
+                    g.ldb = g.ldb.next_multiple_of(4) + 8;
+                    g.ldc += 3;
+                    let g = g.batched(2);
+                    let g = Gemm {
+                        stride_a: g.stride_a.next_multiple_of(4) + 4,
+                        stride_b: g.stride_b.next_multiple_of(4),
+                        ..g
+                    };
+                    for v in VERSIONS.iter().filter(|v| v.tiling.bm >= 128) {
+                        run(&ctx, v, GemmCase { gemm: g, seed: (m * 5 + n + k) as u64, offset: 0 });
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn k_zero_gives_beta_c_and_empty_problems_do_nothing() {
     for ctx in common::backends("gemm_k_zero") {

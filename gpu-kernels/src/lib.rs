@@ -136,6 +136,7 @@ pub fn launch_threads(name: &str) -> Option<u32> {
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_min_blocks(name: &str, arch: &str) -> Option<u32> {
     gemm_tc::launch_min_blocks(name)
+        .or_else(|| gemm::launch_min_blocks(name))
         .or_else(|| attention::launch_min_blocks(name))
         .or_else(|| rows::launch_min_blocks(name, arch))
 }

@@ -11,6 +11,7 @@
 //! | [`v06_vectorized`] | 16-byte global loads, A stored k-major so shared reads are 16 bytes too |
 //! | [`v07_warptile`] | warp tiles: each warp owns a 64 x 32 sub-tile, lanes arranged inside it |
 //! | [`v08_double_buffer`] | two shared stages; the next tile's global loads overlap the current tile's math |
+//! | [`v09_unrolled`] | the k-step unrolled (shared reads a depth ahead), unguarded loads for interior tiles, two blocks per SM declared |
 //!
 //! # Semantics (every version)
 //! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
@@ -49,6 +50,7 @@ pub mod v05_blocktile_2d;
 pub mod v06_vectorized;
 pub mod v07_warptile;
 pub mod v08_double_buffer;
+pub mod v09_unrolled;
 
 /// Runs `$body` for `$i` in `0..$n` (`$n` a constant up to 8), unrolled by hand: with literal
 /// indices the register tiles (`acc`, the A and B fragments) stay in registers. Plain loops
@@ -129,6 +131,10 @@ pub struct Tiling {
     pub wniter: u32,
     /// Shared stages (0: no shared memory, 1: one A and one B tile, 2: double-buffered).
     pub stages: u32,
+    /// Blocks per SM declared to ptxas (`.minnctapersm`, with `.maxntid` the block's
+    /// threads), which caps registers at `65536 / (threads x blocks_per_sm)`; 0 declares
+    /// nothing and leaves the registers to ptxas.
+    pub blocks_per_sm: u32,
 }
 
 impl Tiling {
@@ -175,6 +181,10 @@ impl Tiling {
                 self.a_offset(1).is_multiple_of(16) && self.b_offset(0).is_multiple_of(16),
                 "tiles must be 16-byte aligned"
             );
+        }
+        if self.blocks_per_sm > 0 {
+            assert!(t * self.blocks_per_sm <= 2048, "an SM holds at most 2048 threads");
+            assert!(65536 / (t * self.blocks_per_sm) >= 64, "leave each thread at least 64 registers");
         }
         if self.wm > 0 {
             assert!(
@@ -350,6 +360,8 @@ crate::kernels! {
     GEMM_V07_WARPTILE = gemm_v07_warptile(P) => v07_warptile::run;
     /// v08: double-buffered shared tiles.
     GEMM_V08_DOUBLE_BUFFER = gemm_v08_double_buffer(P) => v08_double_buffer::run;
+    /// v09: unrolled k-step, unguarded interior tiles.
+    GEMM_V09_UNROLLED = gemm_v09_unrolled(P) => v09_unrolled::run;
     /// A deliberately broken v03 without edge guards: the harness must reject it.
     GEMM_BUG_NO_EDGE_GUARD = gemm_bug_no_edge_guard(P) => bug_no_edge_guard::run;
 }
@@ -381,12 +393,21 @@ pub const VERSIONS: &[GemmVersion] = &[
     GemmVersion { name: "v06_vectorized", kernel: &GEMM_V06_VECTORIZED, tiling: v06_vectorized::TILING },
     GemmVersion { name: "v07_warptile", kernel: &GEMM_V07_WARPTILE, tiling: v07_warptile::TILING },
     GemmVersion { name: "v08_double_buffer", kernel: &GEMM_V08_DOUBLE_BUFFER, tiling: v08_double_buffer::TILING },
+    GemmVersion { name: "v09_unrolled", kernel: &GEMM_V09_UNROLLED, tiling: v09_unrolled::TILING },
 ];
 
 /// Threads per block of `name` if it is a GEMM kernel (a rung or the broken variant).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
     VERSIONS.iter().chain([&BUG_NO_EDGE_GUARD]).find(|v| v.kernel.name == name).map(|v| v.tiling.threads())
+}
+
+/// Blocks per SM declared to ptxas for `name` (its tiling's `blocks_per_sm`; see
+/// `crate::launch_min_blocks`), None for kernels that declare none.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn launch_min_blocks(name: &str) -> Option<u32> {
+    let v = VERSIONS.iter().chain([&BUG_NO_EDGE_GUARD]).find(|v| v.kernel.name == name)?;
+    (v.tiling.blocks_per_sm > 0).then_some(v.tiling.blocks_per_sm)
 }
 
 /// The deliberately broken variant (not a rung; tests assert the harness rejects it).

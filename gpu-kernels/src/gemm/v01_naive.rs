@@ -9,7 +9,8 @@ use super::{GemmParams, Tiling, batch_bases, block_origin, load_a, load_b, store
 use crate::device::math;
 use crate::device::thread::thread_idx_x;
 
-pub const TILING: Tiling = Tiling { bm: 32, bn: 32, bk: 0, tm: 1, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 0 }.check();
+pub const TILING: Tiling =
+    Tiling { bm: 32, bn: 32, bk: 0, tm: 1, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 0, blocks_per_sm: 0 }.check();
 
 #[inline(always)]
 pub fn run(p: GemmParams) {

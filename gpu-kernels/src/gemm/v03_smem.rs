@@ -11,7 +11,8 @@ use super::{GemmParams, Tiling, batch_bases, block_origin, load_a, load_b, store
 use crate::device::thread::{sync_threads, thread_idx_x};
 use crate::device::{Shared, math};
 
-pub const TILING: Tiling = Tiling { bm: 32, bn: 32, bk: 32, tm: 1, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 1 }.check();
+pub const TILING: Tiling =
+    Tiling { bm: 32, bn: 32, bk: 32, tm: 1, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 1, blocks_per_sm: 0 }.check();
 
 const BM: u32 = TILING.bm;
 const BN: u32 = TILING.bn;

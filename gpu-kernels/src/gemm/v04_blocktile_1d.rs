@@ -10,7 +10,8 @@ use super::{GemmParams, Tiling, batch_bases, block_origin, load_a, load_b, store
 use crate::device::thread::{sync_threads, thread_idx_x};
 use crate::device::{Shared, math};
 
-pub const TILING: Tiling = Tiling { bm: 64, bn: 64, bk: 8, tm: 8, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 1 }.check();
+pub const TILING: Tiling =
+    Tiling { bm: 64, bn: 64, bk: 8, tm: 8, tn: 1, wm: 0, wn: 0, wniter: 1, stages: 1, blocks_per_sm: 0 }.check();
 
 const BN: u32 = TILING.bn;
 const BK: u32 = TILING.bk;

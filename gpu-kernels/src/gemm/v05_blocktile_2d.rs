@@ -11,7 +11,8 @@ use super::{GemmParams, Tiling, batch_bases, block_origin, load_a, load_b, outer
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
 
-pub const TILING: Tiling = Tiling { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, wm: 0, wn: 0, wniter: 1, stages: 1 }.check();
+pub const TILING: Tiling =
+    Tiling { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, wm: 0, wn: 0, wniter: 1, stages: 1, blocks_per_sm: 0 }.check();
 
 const BN: u32 = TILING.bn;
 const BK: u32 = TILING.bk;

@@ -15,7 +15,8 @@ use super::{
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
 
-pub const TILING: Tiling = Tiling { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, wm: 0, wn: 0, wniter: 1, stages: 1 }.check();
+pub const TILING: Tiling =
+    Tiling { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, wm: 0, wn: 0, wniter: 1, stages: 1, blocks_per_sm: 0 }.check();
 
 const BM: u32 = TILING.bm;
 const BN: u32 = TILING.bn;

@@ -16,7 +16,7 @@ use crate::device::thread::{sync_threads, thread_idx_x};
 use crate::device::{Shared, WARP_SIZE};
 
 pub const TILING: Tiling =
-    Tiling { bm: 128, bn: 128, bk: 16, tm: 8, tn: 8, wm: 64, wn: 32, wniter: 2, stages: 1 }.check();
+    Tiling { bm: 128, bn: 128, bk: 16, tm: 8, tn: 8, wm: 64, wn: 32, wniter: 2, stages: 1, blocks_per_sm: 0 }.check();
 
 const BM: u32 = TILING.bm;
 const BN: u32 = TILING.bn;

@@ -24,19 +24,28 @@ const TM: usize = TILING.tm as usize;
 const TN: usize = TILING.tn as usize;
 const THREADS: u32 = TILING.threads();
 /// Chunks of 4 floats each thread carries per k-step for A and for B.
-const CH_A: usize = (TILING.a_tile() / 4 / THREADS) as usize;
-const CH_B: usize = (TILING.b_tile() / 4 / THREADS) as usize;
+pub(super) const CH_A: usize = (TILING.a_tile() / 4 / THREADS) as usize;
+pub(super) const CH_B: usize = (TILING.b_tile() / 4 / THREADS) as usize;
 const _: () = assert!(
     (TILING.a_tile() / 4).is_multiple_of(THREADS) && (TILING.b_tile() / 4).is_multiple_of(THREADS),
     "every thread carries the same number of chunks"
 );
 
-type Staged<const N: usize> = [(u32, u32, [f32; 4]); N];
+/// Chunks loaded for a stage: each one's tile coordinates `(r, c)` and its four values.
+pub(super) type Staged<const N: usize> = [(u32, u32, [f32; 4]); N];
 
 /// The A and B chunks of k-step `k0` that thread `t` copies, loaded into registers.
 #[inline(always)]
 #[track_caller]
-fn fetch(p: &GemmParams, ba: usize, bb: usize, i0: u32, j0: u32, k0: u32, t: u32) -> (Staged<CH_A>, Staged<CH_B>) {
+pub(super) fn fetch(
+    p: &GemmParams,
+    ba: usize,
+    bb: usize,
+    i0: u32,
+    j0: u32,
+    k0: u32,
+    t: u32,
+) -> (Staged<CH_A>, Staged<CH_B>) {
     let (_, a_cols, a_rows_m, a_cols_m, a_r0, a_c0) = a_storage(p, BM, BK, i0, k0);
     let (_, b_cols, b_rows_m, b_cols_m, b_r0, b_c0) = b_storage(p, BK, BN, k0, j0);
     let mut sa = [(0, 0, [0.0f32; 4]); CH_A];
@@ -55,7 +64,7 @@ fn fetch(p: &GemmParams, ba: usize, bb: usize, i0: u32, j0: u32, k0: u32, t: u32
 /// Stores staged chunks into stage `s`.
 #[inline(always)]
 #[track_caller]
-fn put(p: &GemmParams, s: u32, sa: &Staged<CH_A>, sb: &Staged<CH_B>) {
+pub(super) fn put(p: &GemmParams, s: u32, sa: &Staged<CH_A>, sb: &Staged<CH_B>) {
     let a_s = Shared::<f32>::at(TILING.a_offset(s), TILING.a_tile());
     let b_s = Shared::<f32>::at(TILING.b_offset(s), TILING.b_tile());
     let a_s4 = Shared::<F32x4>::at(TILING.a_offset(s), TILING.a_tile() / 4);

@@ -1,0 +1,167 @@
+//! v09: a main loop of FMAs and little else: the k-step's 16 depths unrolled with each depth's
+//! shared reads issued under the previous depth's FMAs, tiles wholly inside the matrices
+//! fetched without edge guards from offsets that advance by one k-step, and two blocks per SM
+//! declared to ptxas (at most 128 registers per thread).
+//!
+//! # Why
+//! v08's SASS (ptxas 12.9, sm_90) spends about 1280 instructions per k-step and warp on 1024
+//! FFMAs: the depth loop was left rolled (4 shared loads, then 3 loop instructions and a
+//! branch per 64 FFMAs), and every chunk of the next tile went through the edge checks of
+//! [`super::load_chunk4`] (about 25 instructions with its branches). The 2026-12-04 H200 run
+//! had v08 at 0.80-0.82 of cuBLAS at 4096^3 and 8192^3, close to that FFMA share (0.80), as
+//! an issue-bound kernel would be. Here a k-step of an interior tile is 1024 FFMAs, 64
+//! `LDS.128`, 4 `LDG.128` and the stores and barrier around them.
+//!
+//! # Thread mapping
+//! As v07/v08 (the same tile: 128 x 128 x 16, 256 threads, 8 x 8 outputs each, two stages).
+//! A block is interior when its whole C tile lies inside `M x N` and both operands allow
+//! 16-byte loads; its first `K / 16` k-steps then load unguarded chunks, and the partial last
+//! k-step (and every k-step of an edge block) takes v08's guarded loads.
+
+use super::{F32x4, GemmParams, Tiling, a_storage, b_storage, batch_bases, block_origin, outer_product, unroll8};
+use super::{v07_warptile, v08_double_buffer as v08};
+use crate::device::Shared;
+use crate::device::thread::{sync_threads, thread_idx_x};
+
+pub const TILING: Tiling = Tiling { blocks_per_sm: 2, ..v08::TILING }.check();
+
+const BM: u32 = TILING.bm;
+const BN: u32 = TILING.bn;
+const BK: u32 = TILING.bk;
+const TM: usize = TILING.tm as usize;
+const TN: usize = TILING.tn as usize;
+const THREADS: u32 = TILING.threads();
+const _: () = assert!(
+    TILING.shared_bytes() == v08::TILING.shared_bytes() && TILING.threads() == v08::TILING.threads(),
+    "v08's fetch and put stage this tile"
+);
+const _: () = assert!(BK == 16, "compute unrolls exactly 16 depths");
+const SUB_N: u32 = TILING.wn / TILING.wniter;
+
+/// A thread's A and B fragments at one depth: 8 rows of A, the 2 x 4 columns of B.
+type Fragments = ([f32; TM], [f32; TN]);
+
+#[inline(always)]
+#[track_caller]
+fn fragments(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, kk: u32) -> Fragments {
+    let a_at = (kk * BM + row0) / 4;
+    let (a_lo, a_hi) = (a_s4.load(a_at).0, a_s4.load(a_at + 1).0);
+    let b_at = (kk * BN + col0) / 4;
+    let (b0, b1) = (b_s4.load(b_at).0, b_s4.load(b_at + SUB_N / 4).0);
+    (
+        [a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3]],
+        [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]],
+    )
+}
+
+/// One k-step of FMAs, as [`v07_warptile::compute`] but unrolled, depth `kk + 1`'s fragments
+/// read before depth `kk`'s FMAs.
+#[inline(always)]
+#[track_caller]
+#[allow(unused_assignments)] // the last depth's copy of `f = next` is never read
+fn compute(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, acc: &mut [[f32; TN]; TM]) {
+    let mut f = fragments(a_s4, b_s4, row0, col0, 0);
+    unroll8!(h < 2 => {
+        unroll8!(q < 8 => {
+            let kk = (h * 8 + q) as u32;
+            let next = if kk + 1 < BK { fragments(a_s4, b_s4, row0, col0, kk + 1) } else { f };
+            outer_product(&f.0, &f.1, acc);
+            f = next;
+        });
+    });
+}
+
+/// Where a thread's chunks of an interior tile start (in 16-byte chunks of the operand's view
+/// at k-step 0, the batch base included) and how many chunks one k-step moves them: whole
+/// chunk numbers, so the address of a chunk is one multiply-add (an element offset needs
+/// its division by 4 masked at every use).
+struct Interior {
+    a: [usize; v08::CH_A],
+    b: [usize; v08::CH_B],
+    a_step: usize,
+    b_step: usize,
+}
+
+impl Interior {
+    /// The chunk numbering is v08's (`ch = t + q * THREADS`, row-major over the tile as stored),
+    /// so [`v08::put`] places these chunks as it places the guarded ones.
+    #[inline(always)]
+    fn new(p: &GemmParams, ba: usize, bb: usize, i0: u32, j0: u32, t: u32) -> Self {
+        let (_, a_cols, _, _, a_r0, a_c0) = a_storage(p, BM, BK, i0, 0);
+        let (_, b_cols, _, _, b_r0, b_c0) = b_storage(p, BK, BN, 0, j0);
+        let at = |base: usize, ld: u32, cols: u32, r0: u32, c0: u32, ch: u32| {
+            let (r, c) = (ch / (cols / 4), (ch % (cols / 4)) * 4);
+            // A multiple of 4: `vec_*` promises 16-byte aligned rows and bases.
+            (base + (r0 + r) as usize * ld as usize + (c0 + c) as usize) / 4
+        };
+        let mut a = [0; v08::CH_A];
+        for (q, o) in a.iter_mut().enumerate() {
+            *o = at(ba, p.lda, a_cols, a_r0, a_c0, t + q as u32 * THREADS);
+        }
+        let mut b = [0; v08::CH_B];
+        for (q, o) in b.iter_mut().enumerate() {
+            *o = at(bb, p.ldb, b_cols, b_r0, b_c0, t + q as u32 * THREADS);
+        }
+        // A k-step moves BK along K: BK columns of A stored M x K, BK rows stored K x M; B the
+        // other way round.
+        let a_step = if p.trans_a == 0 { BK as usize } else { BK as usize * p.lda as usize } / 4;
+        let b_step = if p.trans_b == 0 { BK as usize * p.ldb as usize } else { BK as usize } / 4;
+        Interior { a, b, a_step, b_step }
+    }
+
+    /// k-step `s`'s chunks, unguarded: the caller has checked that the block is interior and
+    /// `(s + 1) * BK <= K`, so every chunk lies inside its operand.
+    #[inline(always)]
+    #[track_caller]
+    fn fetch(&self, p: &GemmParams, s: u32, t: u32) -> (v08::Staged<{ v08::CH_A }>, v08::Staged<{ v08::CH_B }>) {
+        let coords = |cols: u32, ch: u32| (ch / (cols / 4), (ch % (cols / 4)) * 4);
+        let a_cols = if p.trans_a == 0 { BK } else { BM };
+        let b_cols = if p.trans_b == 0 { BN } else { BK };
+        let mut sa = [(0, 0, [0.0f32; 4]); v08::CH_A];
+        for (q, x) in sa.iter_mut().enumerate() {
+            let (r, c) = coords(a_cols, t + q as u32 * THREADS);
+            *x = (r, c, p.a.load_chunk::<4>(self.a[q] + s as usize * self.a_step));
+        }
+        let mut sb = [(0, 0, [0.0f32; 4]); v08::CH_B];
+        for (q, x) in sb.iter_mut().enumerate() {
+            let (r, c) = coords(b_cols, t + q as u32 * THREADS);
+            *x = (r, c, p.b.load_chunk::<4>(self.b[q] + s as usize * self.b_step));
+        }
+        (sa, sb)
+    }
+}
+
+#[inline(always)]
+pub fn run(p: GemmParams) {
+    let (ba, bb, bc) = batch_bases(&p);
+    let (i0, j0) = block_origin(BM, BN);
+    let t = thread_idx_x();
+    let (row0, col0) = v07_warptile::lane_origin(t);
+    let mut acc = [[0.0f32; TN]; TM];
+    let steps = p.k.div_ceil(BK);
+    let interior = p.vec_a != 0 && p.vec_b != 0 && i0 + BM <= p.m && j0 + BN <= p.n;
+    // k-steps whose chunks all lie inside A and B (block-uniform).
+    let whole = if interior { p.k / BK } else { 0 };
+    let lean = Interior::new(&p, ba, bb, i0, j0, t);
+    let fetch = |s: u32| if s < whole { lean.fetch(&p, s, t) } else { v08::fetch(&p, ba, bb, i0, j0, s * BK, t) };
+    if steps > 0 {
+        let (sa, sb) = fetch(0);
+        v08::put(&p, 0, &sa, &sb);
+        sync_threads();
+    }
+    let mut s = 0;
+    while s < steps {
+        let cur = s % 2;
+        // The next k-step's global loads issue before this one's FMAs, as in v08.
+        let staged = if s + 1 < steps { Some(fetch(s + 1)) } else { None };
+        let a_s4 = Shared::<F32x4>::at(TILING.a_offset(cur), TILING.a_tile() / 4);
+        let b_s4 = Shared::<F32x4>::at(TILING.b_offset(cur), TILING.b_tile() / 4);
+        compute(a_s4, b_s4, row0, col0, &mut acc);
+        if let Some((sa, sb)) = staged {
+            v08::put(&p, 1 - cur, &sa, &sb);
+        }
+        sync_threads();
+        s += 1;
+    }
+    v07_warptile::store(&p, bc, i0, j0, row0, col0, &acc);
+}
