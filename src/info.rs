@@ -166,6 +166,11 @@ pub const SASS_INSTRUCTIONS: &str = "instructions";
 
 /// Disassembles `cubin` and counts [`SASS_CLASSES`] per kernel, and [`SASS_INSTRUCTIONS`].
 pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeMap<&'static str, u32>>, String> {
+    Ok(count_sass(&disassemble(nvdisasm, cubin)?))
+}
+
+/// `nvdisasm -c cubin`: the SASS of every kernel in it, as text.
+pub fn disassemble(nvdisasm: &Path, cubin: &Path) -> Result<String, String> {
     let out = Command::new(nvdisasm)
         .arg("-c")
         .arg(cubin)
@@ -174,7 +179,7 @@ pub fn sass_mix(nvdisasm: &Path, cubin: &Path) -> Result<BTreeMap<String, BTreeM
     if !out.status.success() {
         return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    Ok(count_sass(&String::from_utf8_lossy(&out.stdout)))
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Counts [`SASS_CLASSES`] and [`SASS_INSTRUCTIONS`] per kernel in `nvdisasm -c` output.
@@ -218,9 +223,68 @@ pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
     mix
 }
 
+/// One loop of a kernel's SASS: the instructions from a label to a branch back to it, as
+/// laid out (a branch inside it may skip some of them at run time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SassLoop {
+    /// The label the loop branches back to (`.L_x_40`).
+    pub label: String,
+    pub instructions: u32,
+    pub ffma: u32,
+}
+
+/// The loops of every kernel in `nvdisasm -c` output, in layout order (a loop nested in
+/// another appears in both).
+pub fn sass_loops(text: &str) -> BTreeMap<String, Vec<SassLoop>> {
+    let mut loops: BTreeMap<String, Vec<SassLoop>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    // The current kernel's labels (by instruction index) and whether each instruction is an FFMA.
+    let mut labels: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ffma: Vec<bool> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix(".text.").and_then(|s| s.strip_suffix(':')) {
+            current = Some(name.to_string());
+            loops.entry(name.to_string()).or_default();
+            labels.clear();
+            ffma.clear();
+            continue;
+        }
+        let Some(k) = current.as_ref() else { continue };
+        if let Some(label) = t.strip_suffix(':').filter(|l| l.starts_with(".L")) {
+            labels.insert(label.to_string(), ffma.len());
+            continue;
+        }
+        let Some(pos) = t.find("*/") else { continue };
+        let body = t[pos + 2..].trim();
+        let mut toks = body.split_whitespace();
+        let mut op = toks.next().unwrap_or("");
+        if op.starts_with('@') {
+            op = toks.next().unwrap_or("");
+        }
+        if op.is_empty() {
+            continue;
+        }
+        ffma.push(op.split('.').next() == Some("FFMA"));
+        if op.split('.').next() != Some("BRA") {
+            continue;
+        }
+        let target = body.split("`(").nth(1).and_then(|s| s.split(')').next());
+        if let Some(&start) = target.and_then(|l| labels.get(l)) {
+            let span = &ffma[start..];
+            loops.get_mut(k).expect("inserted at .text").push(SassLoop {
+                label: target.unwrap_or_default().to_string(),
+                instructions: span.len() as u32,
+                ffma: span.iter().filter(|&&f| f).count() as u32,
+            });
+        }
+    }
+    loops
+}
+
 #[cfg(test)]
 mod tests {
-    use super::count_sass;
+    use super::{SassLoop, count_sass, sass_loops};
 
     #[test]
     fn sass_classes_match_opcodes_and_modifiers() {
@@ -244,5 +308,32 @@ mod tests {
         assert_eq!(mix["other"].get("STG.128"), Some(&1));
         assert_eq!(k.get(super::SASS_INSTRUCTIONS), Some(&5));
         assert_eq!(mix["other"].get(super::SASS_INSTRUCTIONS), Some(&1));
+    }
+
+    #[test]
+    fn loops_span_from_their_label_to_the_branch_back() {
+        let text = "\
+        .text.k:
+        /*0000*/                   MOV R1, RZ ;
+.L_x_1:
+        /*0010*/                   FFMA R2, R3, R4, R2 ;
+.L_x_2:
+        /*0020*/                   FFMA R2, R3, R4, R2 ;
+        /*0030*/                   IADD3 R5, R5, 0x1, RZ ;
+        /*0040*/               @P0 BRA `(.L_x_2) ;
+        /*0050*/               @P1 BRA `(.L_x_3) ;
+        /*0060*/                   BRA `(.L_x_1) ;
+.L_x_3:
+        /*0070*/                   EXIT ;
+        .text.none:
+        /*0000*/                   BRA `(.L_x_9) ;
+.L_x_9:
+        /*0010*/                   EXIT ;
+";
+        let loops = sass_loops(text);
+        let inner = SassLoop { label: ".L_x_2".into(), instructions: 3, ffma: 1 };
+        let outer = SassLoop { label: ".L_x_1".into(), instructions: 6, ffma: 2 };
+        assert_eq!(loops["k"], vec![inner, outer], "a forward branch is no loop");
+        assert!(loops["none"].is_empty());
     }
 }

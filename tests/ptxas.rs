@@ -79,8 +79,9 @@ fn top_gemm_version_uses_128_bit_shared_loads_and_ffma() {
     let top = ferrokern::gpu_kernels::gemm::VERSIONS.last().expect("the ladder has versions");
     for (arch, ptx) in ferrokern::PTX {
         let (_, cubin) = info::ptxas(&ptxas, arch, ptx).unwrap();
-        let mix = info::sass_mix(&nvdisasm, &cubin).unwrap();
+        let sass = info::disassemble(&nvdisasm, &cubin).unwrap();
         let _ = std::fs::remove_file(cubin);
+        let mix = info::count_sass(&sass);
         let m = mix.get(top.kernel.name).unwrap_or_else(|| panic!("{} missing from the {arch} SASS", top.kernel.name));
         let get = |c: &str| m.get(c).copied().unwrap_or(0);
         // Shared operands in 128-bit loads (LDS.128, not 4 LDS or generic LD), a fully
@@ -88,7 +89,31 @@ fn top_gemm_version_uses_128_bit_shared_loads_and_ffma() {
         assert!(get("LDS.128") >= 4, "{arch} {}: {} LDS.128 in {m:?}", top.name, get("LDS.128"));
         assert!(get("FFMA") >= 128, "{arch} {}: {} FFMA in {m:?}", top.name, get("FFMA"));
         assert_eq!(get("LDL") + get("STL"), 0, "{arch} {}: local memory in {m:?}", top.name);
-        println!("{arch} {}: {} LDS.128, {} FFMA, no local memory", top.name, get("LDS.128"), get("FFMA"));
+        // The k-step loop: a whole k-step's FMAs unrolled in it (a rolled depth loop spends
+        // 4 of every 72 instructions on its own control, v08's 0.80 FFMA share per k-step),
+        // and at least 80% of the loop's instructions as laid out are FFMA (guarded loads and
+        // the last k-step's copy included).
+        let t = top.tiling;
+        let loops = info::sass_loops(&sass);
+        let hot = loops[top.kernel.name].iter().max_by_key(|l| l.ffma).expect("the top version has loops");
+        assert!(
+            hot.ffma >= t.bk * t.tm * t.tn && hot.ffma * 5 >= hot.instructions * 4,
+            "{arch} {}: its busiest loop ({}) has {} FFMA in {} instructions; want a whole k-step's {} \
+             and at least 80%",
+            top.name,
+            hot.label,
+            hot.ffma,
+            hot.instructions,
+            t.bk * t.tm * t.tn
+        );
+        println!(
+            "{arch} {}: {} LDS.128, {} FFMA, no local memory; k-step loop {} FFMA in {} instructions",
+            top.name,
+            get("LDS.128"),
+            get("FFMA"),
+            hot.ffma,
+            hot.instructions
+        );
     }
 }
 
