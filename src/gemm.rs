@@ -202,11 +202,21 @@ pub const MAX_GRID_Z: usize = 65_535;
 /// The most blocks on grid y (tiles of M).
 const MAX_GRID_Y: usize = 65_535;
 
-/// The version [`gemm`] runs: the ladder's top rung. The H200 run of 2026-12-04 had v08 (the
-/// top then) fastest at every square shape and at 4096 x 4096 x 64, and v03 twice as fast at
-/// 16 x 4096 x 4096 (its 32 x 32 tiles give 128 blocks where v08's give 32); v09 is not yet
-/// measured.
-pub fn default_version(_g: &Gemm) -> &'static GemmVersion {
+/// Below this many rows or columns of C, [`default_version`] takes [`SKINNY_VERSION`].
+pub const SKINNY_BELOW: usize = 32;
+/// The version for C with fewer than [`SKINNY_BELOW`] rows or columns: 32 x 32 tiles.
+pub const SKINNY_VERSION: &str = "v03_smem";
+
+/// The version [`gemm`] runs: the ladder's top rung, except for C with fewer than
+/// [`SKINNY_BELOW`] rows or columns, which takes [`SKINNY_VERSION`]. The H200 run of
+/// 2026-12-04 had v08 (the top then) fastest at every square shape (1024 to 8192) and at
+/// 4096 x 4096 x 64, and v03 twice as fast as v08 at 16 x 4096 x 4096 (0.240 against 0.480
+/// ms): a 128 x 128 tile over 16 rows computes 8 times the products it keeps, and gives 32
+/// blocks where v03's 32 x 32 tiles give 128. v09 is not yet measured.
+pub fn default_version(g: &Gemm) -> &'static GemmVersion {
+    if g.m.min(g.n) < SKINNY_BELOW {
+        return version(SKINNY_VERSION).expect("the skinny version is in the ladder");
+    }
     VERSIONS.last().expect("the ladder has versions")
 }
 
