@@ -182,6 +182,19 @@ pub fn disassemble(nvdisasm: &Path, cubin: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The opcode (`LDG.E.128`, its predicate dropped) and the text after the address comment
+/// of an instruction line of `nvdisasm -c` output (trimmed); None for other lines.
+fn sass_instruction(line: &str) -> Option<(&str, &str)> {
+    let body = line[line.find("*/")? + 2..].trim();
+    let mut toks = body.split_whitespace();
+    let mut op = toks.next()?;
+    if op.starts_with('@') {
+        op = toks.next()?;
+    }
+    let op = op.trim_end_matches(';');
+    (!op.is_empty()).then_some((op, body))
+}
+
 /// Counts [`SASS_CLASSES`] and [`SASS_INSTRUCTIONS`] per kernel in `nvdisasm -c` output.
 pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
     let mut mix: BTreeMap<String, BTreeMap<&'static str, u32>> = BTreeMap::new();
@@ -193,18 +206,9 @@ pub fn count_sass(text: &str) -> BTreeMap<String, BTreeMap<&'static str, u32>> {
             mix.entry(name.to_string()).or_default();
             continue;
         }
-        let (Some(k), Some(pos)) = (current.as_ref(), t.find("*/")) else {
+        let (Some(k), Some((op, _))) = (current.as_ref(), sass_instruction(t)) else {
             continue;
         };
-        let mut toks = t[pos + 2..].split_whitespace();
-        let mut op = toks.next().unwrap_or("");
-        if op.starts_with('@') {
-            op = toks.next().unwrap_or("");
-        }
-        let op = op.trim_end_matches(';');
-        if op.is_empty() {
-            continue;
-        }
         let mut parts = op.split('.');
         let base = parts.next().unwrap_or("");
         let modifiers: Vec<&str> = parts.collect();
@@ -255,16 +259,7 @@ pub fn sass_loops(text: &str) -> BTreeMap<String, Vec<SassLoop>> {
             labels.insert(label.to_string(), ffma.len());
             continue;
         }
-        let Some(pos) = t.find("*/") else { continue };
-        let body = t[pos + 2..].trim();
-        let mut toks = body.split_whitespace();
-        let mut op = toks.next().unwrap_or("");
-        if op.starts_with('@') {
-            op = toks.next().unwrap_or("");
-        }
-        if op.is_empty() {
-            continue;
-        }
+        let Some((op, body)) = sass_instruction(t) else { continue };
         ffma.push(op.split('.').next() == Some("FFMA"));
         if op.split('.').next() != Some("BRA") {
             continue;

@@ -259,6 +259,13 @@ pub fn store_c(p: &GemmParams, base: usize, i: u32, j: u32, acc: f32) {
     }
 }
 
+/// Tile coordinates `(row, column)` of chunk `ch` of a tile `tile_cols` wide, its chunks of 4
+/// elements numbered row-major.
+#[inline(always)]
+pub fn chunk_coords(tile_cols: u32, ch: u32) -> (u32, u32) {
+    (ch / (tile_cols / 4), (ch % (tile_cols / 4)) * 4)
+}
+
 /// Loads chunk `ch` (4 elements along the contiguous dimension) of a `rows x cols` tile of an
 /// operand stored row-major with leading dimension `ld`, at storage `(row0, col0)`, from a
 /// matrix of `mat_rows x mat_cols`. Returns the chunk's storage coordinates and values
@@ -279,8 +286,7 @@ pub fn load_chunk4(
     ch: u32,
     vec: bool,
 ) -> (u32, u32, [f32; 4]) {
-    let r = ch / (tile_cols / 4);
-    let c = (ch % (tile_cols / 4)) * 4;
+    let (r, c) = chunk_coords(tile_cols, ch);
     let (gr, gc) = (row0 + r, col0 + c);
     let mut v = [0.0f32; 4];
     if gr < mat_rows {

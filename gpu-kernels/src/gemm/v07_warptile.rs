@@ -41,17 +41,27 @@ pub fn lane_origin(t: u32) -> (u32, u32) {
     (wr * TILING.wm + (lane / lanes_n) * TM as u32, wc * TILING.wn + (lane % lanes_n) * LANE_TN as u32)
 }
 
+/// The thread's A and B fragments at depth `kk` of the shared tiles `a_s4` (k-major A) and
+/// `b_s4`: its 8 rows of A, and its 4 columns of B in each of the two sub-tiles.
+#[inline(always)]
+#[track_caller]
+pub fn fragments(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, kk: u32) -> ([f32; TM], [f32; TN]) {
+    let a_at = (kk * BM + row0) / 4;
+    let (a_lo, a_hi) = (a_s4.load(a_at).0, a_s4.load(a_at + 1).0);
+    let b_at = (kk * BN + col0) / 4;
+    let (b0, b1) = (b_s4.load(b_at).0, b_s4.load(b_at + SUB_N / 4).0);
+    (
+        [a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3]],
+        [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]],
+    )
+}
+
 /// One k-step of FMAs out of the shared tiles `a_s4` (k-major A) and `b_s4`.
 #[inline(always)]
 #[track_caller]
 pub fn compute(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, acc: &mut [[f32; TN]; TM]) {
     for kk in 0..BK {
-        let a_at = (kk * BM + row0) / 4;
-        let (a_lo, a_hi) = (a_s4.load(a_at).0, a_s4.load(a_at + 1).0);
-        let a = [a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3]];
-        let b_at = (kk * BN + col0) / 4;
-        let (b0, b1) = (b_s4.load(b_at).0, b_s4.load(b_at + SUB_N / 4).0);
-        let b = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+        let (a, b) = fragments(a_s4, b_s4, row0, col0, kk);
         outer_product(&a, &b, acc);
     }
 }

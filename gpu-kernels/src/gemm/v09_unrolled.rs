@@ -18,7 +18,9 @@
 //! 16-byte loads; its first `K / 16` k-steps then load unguarded chunks, and the partial last
 //! k-step (and every k-step of an edge block) takes v08's guarded loads.
 
-use super::{F32x4, GemmParams, Tiling, a_storage, b_storage, batch_bases, block_origin, outer_product, unroll8};
+use super::{
+    F32x4, GemmParams, Tiling, a_storage, b_storage, batch_bases, block_origin, chunk_coords, outer_product, unroll8,
+};
 use super::{v07_warptile, v08_double_buffer as v08};
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
@@ -36,23 +38,6 @@ const _: () = assert!(
     "v08's fetch and put stage this tile"
 );
 const _: () = assert!(BK == 16, "compute unrolls exactly 16 depths");
-const SUB_N: u32 = TILING.wn / TILING.wniter;
-
-/// A thread's A and B fragments at one depth: 8 rows of A, the 2 x 4 columns of B.
-type Fragments = ([f32; TM], [f32; TN]);
-
-#[inline(always)]
-#[track_caller]
-fn fragments(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, kk: u32) -> Fragments {
-    let a_at = (kk * BM + row0) / 4;
-    let (a_lo, a_hi) = (a_s4.load(a_at).0, a_s4.load(a_at + 1).0);
-    let b_at = (kk * BN + col0) / 4;
-    let (b0, b1) = (b_s4.load(b_at).0, b_s4.load(b_at + SUB_N / 4).0);
-    (
-        [a_lo[0], a_lo[1], a_lo[2], a_lo[3], a_hi[0], a_hi[1], a_hi[2], a_hi[3]],
-        [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]],
-    )
-}
 
 /// One k-step of FMAs, as [`v07_warptile::compute`] but unrolled, depth `kk + 1`'s fragments
 /// read before depth `kk`'s FMAs.
@@ -60,11 +45,12 @@ fn fragments(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, kk:
 #[track_caller]
 #[allow(unused_assignments)] // the last depth's copy of `f = next` is never read
 fn compute(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, acc: &mut [[f32; TN]; TM]) {
-    let mut f = fragments(a_s4, b_s4, row0, col0, 0);
+    let fragments = |kk| v07_warptile::fragments(a_s4, b_s4, row0, col0, kk);
+    let mut f = fragments(0);
     unroll8!(h < 2 => {
         unroll8!(q < 8 => {
             let kk = (h * 8 + q) as u32;
-            let next = if kk + 1 < BK { fragments(a_s4, b_s4, row0, col0, kk + 1) } else { f };
+            let next = if kk + 1 < BK { fragments(kk + 1) } else { f };
             outer_product(&f.0, &f.1, acc);
             f = next;
         });
@@ -90,7 +76,7 @@ impl Interior {
         let (_, a_cols, _, _, a_r0, a_c0) = a_storage(p, BM, BK, i0, 0);
         let (_, b_cols, _, _, b_r0, b_c0) = b_storage(p, BK, BN, 0, j0);
         let at = |base: usize, ld: u32, cols: u32, r0: u32, c0: u32, ch: u32| {
-            let (r, c) = (ch / (cols / 4), (ch % (cols / 4)) * 4);
+            let (r, c) = chunk_coords(cols, ch);
             // A multiple of 4: `vec_*` promises 16-byte aligned rows and bases.
             (base + (r0 + r) as usize * ld as usize + (c0 + c) as usize) / 4
         };
@@ -114,17 +100,16 @@ impl Interior {
     #[inline(always)]
     #[track_caller]
     fn fetch(&self, p: &GemmParams, s: u32, t: u32) -> (v08::Staged<{ v08::CH_A }>, v08::Staged<{ v08::CH_B }>) {
-        let coords = |cols: u32, ch: u32| (ch / (cols / 4), (ch % (cols / 4)) * 4);
-        let a_cols = if p.trans_a == 0 { BK } else { BM };
-        let b_cols = if p.trans_b == 0 { BN } else { BK };
+        let (_, a_cols, ..) = a_storage(p, BM, BK, 0, 0);
+        let (_, b_cols, ..) = b_storage(p, BK, BN, 0, 0);
         let mut sa = [(0, 0, [0.0f32; 4]); v08::CH_A];
         for (q, x) in sa.iter_mut().enumerate() {
-            let (r, c) = coords(a_cols, t + q as u32 * THREADS);
+            let (r, c) = chunk_coords(a_cols, t + q as u32 * THREADS);
             *x = (r, c, p.a.load_chunk::<4>(self.a[q] + s as usize * self.a_step));
         }
         let mut sb = [(0, 0, [0.0f32; 4]); v08::CH_B];
         for (q, x) in sb.iter_mut().enumerate() {
-            let (r, c) = coords(b_cols, t + q as u32 * THREADS);
+            let (r, c) = chunk_coords(b_cols, t + q as u32 * THREADS);
             *x = (r, c, p.b.load_chunk::<4>(self.b[q] + s as usize * self.b_step));
         }
         (sa, sb)
