@@ -7,11 +7,13 @@
 //! `alpha * op(A) op(B)` without reading C, so whatever C held (NaN included) is ignored.
 //! A and B are always read (`alpha = 0` still propagates NaN and infinity from them, as the
 //! f64 reference does). Results are bitwise deterministic run to run: each C element is one
-//! thread's fixed-order FMA chain.
+//! thread's fixed-order FMA chain, or (split-K, [`split_depth`]) a fixed number of such chains
+//! over fixed ranges of K, added in a fixed order; the split depends on the shape only.
 
 use crate::{BufMut, BufRef, Context, Error, LaunchConfig, Result};
 use gpu_kernels::Dim3;
 use gpu_kernels::gemm::GemmParams;
+use gpu_kernels::gemm::v10_split_k::{SUM_THREADS, SplitSumParams};
 pub use gpu_kernels::gemm::{BUG_NO_EDGE_GUARD, GemmVersion, Tiling, VERSIONS};
 
 /// Whether an operand is used as stored (`N`) or transposed (`T`).
@@ -202,22 +204,84 @@ pub const MAX_GRID_Z: usize = 65_535;
 /// The most blocks on grid y (tiles of M).
 const MAX_GRID_Y: usize = 65_535;
 
-/// Below this many rows or columns of C, [`default_version`] takes [`SKINNY_VERSION`].
+/// Below this many rows of C, [`default_version`] takes [`SPLIT_VERSION`]; below this many
+/// columns (and at least this many rows), [`SKINNY_VERSION`].
 pub const SKINNY_BELOW: usize = 32;
-/// The version for C with fewer than [`SKINNY_BELOW`] rows or columns: 32 x 32 tiles.
+/// The version for C with fewer than [`SKINNY_BELOW`] columns: 32 x 32 tiles.
 pub const SKINNY_VERSION: &str = "v03_smem";
+/// The version for C with fewer than [`SKINNY_BELOW`] rows, and for C with fewer than
+/// [`SPLIT_BELOW_TILES`] tiles of [`LARGE_VERSION`] when K is long enough to split.
+pub const SPLIT_VERSION: &str = "v10_split_k";
+/// The version for everything else.
+pub const LARGE_VERSION: &str = "v09_unrolled";
+/// [`default_version`] prefers [`SPLIT_VERSION`] (when [`split_depth`] splits K) to a launch
+/// of [`LARGE_VERSION`] with fewer tiles than this: one per SM of an H200 (132).
+pub const SPLIT_BELOW_TILES: usize = 132;
 
-/// The version [`gemm`] runs: the ladder's top rung, except for C with fewer than
-/// [`SKINNY_BELOW`] rows or columns, which takes [`SKINNY_VERSION`]. The H200 run of
-/// 2026-12-04 had v08 (the top then) fastest at every square shape (1024 to 8192) and at
-/// 4096 x 4096 x 64, and v03 twice as fast as v08 at 16 x 4096 x 4096 (0.240 against 0.480
-/// ms): a 128 x 128 tile over 16 rows computes 8 times the products it keeps, and gives 32
-/// blocks where v03's 32 x 32 tiles give 128. v09 is not yet measured.
+/// The version [`gemm`] runs:
+/// - C with fewer than [`SKINNY_BELOW`] rows: [`SPLIT_VERSION`] (16-row tiles, K split
+///   between blocks). The H200 run of 2026-12-04 had v03 best at 16 x 4096 x 4096 (0.240 ms,
+///   0.38 of cuBLAS; v08 0.480); v10 came after it and is not yet measured (the prediction is
+///   in docs/gpu-session.md).
+/// - C with fewer than [`SKINNY_BELOW`] columns: [`SKINNY_VERSION`] (v10's 128-column tile
+///   would compute 4 to 128 times the columns C has; v03 is the skinny-row winner of that run
+///   turned on its side).
+/// - C that [`LARGE_VERSION`] covers with fewer than [`SPLIT_BELOW_TILES`] tiles, when
+///   [`split_depth`] splits K for it: [`SPLIT_VERSION`], whose more, smaller blocks fill the SMs.
+/// - Everything else: [`LARGE_VERSION`] (v08, the top rung measured on 2026-12-04, was fastest
+///   at every square shape and at 4096 x 4096 x 64; v09 is not yet measured).
 pub fn default_version(g: &Gemm) -> &'static GemmVersion {
-    if g.m.min(g.n) < SKINNY_BELOW {
-        return version(SKINNY_VERSION).expect("the skinny version is in the ladder");
+    let by_name = |name| version(name).expect("the default versions are in the ladder");
+    let split = by_name(SPLIT_VERSION);
+    if g.m < SKINNY_BELOW {
+        return split;
     }
-    VERSIONS.last().expect("the ladder has versions")
+    if g.n < SKINNY_BELOW {
+        return by_name(SKINNY_VERSION);
+    }
+    let large = by_name(LARGE_VERSION);
+    if tiles(large.tiling, g) < SPLIT_BELOW_TILES && split_depth(split, g) > 0 {
+        return split;
+    }
+    large
+}
+
+/// C tiles (blocks without a split) a launch of `t` makes for `g`, all batches together.
+fn tiles(t: Tiling, g: &Gemm) -> usize {
+    g.m.div_ceil(t.bm as usize).saturating_mul(g.n.div_ceil(t.bn as usize)).saturating_mul(g.batch)
+}
+
+/// Blocks a split-K launch aims for: the blocks of v10 an H200 holds at once (132 SMs x 3:
+/// 161 registers x 128 threads, ptxas 12.9 sm_90), so a split launch runs in one wave rather
+/// than a full wave and a thin one. Fixed rather than read from the device, so a shape splits
+/// (and rounds) the same way on every GPU and on the emulator.
+pub const SPLIT_TARGET_BLOCKS: usize = 384;
+/// The least depth of K one split covers. At 128 a v10 block reads (16 + 128) x 128 words of
+/// A and B and writes and rereads 16 x 128 partial words: the partials add at most 22%.
+pub const SPLIT_MIN_DEPTH: usize = 128;
+/// Most scratch words one launch's partials take (256 MiB): C larger than this over two
+/// splits is not split, and batches whose partials exceed it run in several launches.
+pub const SPLIT_SCRATCH_WORDS: usize = 1 << 26;
+
+/// The depth of K each block covers when `version` runs `g`, or 0 for no split: `version` must
+/// be split-K ([`GemmVersion::sum`]) and its tiles fewer than [`SPLIT_TARGET_BLOCKS`]; it
+/// then makes up to `ceil(SPLIT_TARGET_BLOCKS / tiles)` splits of at least
+/// [`SPLIT_MIN_DEPTH`] each (fewer when the partials would pass [`SPLIT_SCRATCH_WORDS`]),
+/// each split a whole number of k-steps. Two splits or more, or none.
+pub fn split_depth(version: &GemmVersion, g: &Gemm) -> usize {
+    let t = version.tiling;
+    let tiles = tiles(t, g);
+    if version.sum.is_none() || tiles == 0 {
+        return 0;
+    }
+    let splits = (g.k / SPLIT_MIN_DEPTH)
+        .min(SPLIT_TARGET_BLOCKS.div_ceil(tiles))
+        .min(SPLIT_SCRATCH_WORDS / g.m.saturating_mul(g.n));
+    if splits < 2 {
+        return 0;
+    }
+    // Fewer than `steps` splits (K >= 2 x 128 depths of 32), so each covers less than K.
+    g.k.div_ceil(t.bk as usize).div_ceil(splits) * t.bk as usize
 }
 
 /// Looks a version up by name (`v03_smem`), including the deliberately broken one.
@@ -294,12 +358,15 @@ pub fn gemm_with(
     b: BufRef<'_, f32>,
     c: BufMut<'_, f32>,
 ) -> Result<()> {
-    launch(ctx, version, g, a, b, c, MAX_GRID_Z)
+    launch(ctx, version, g, a, b, c, MAX_GRID_Z, None)
 }
 
-/// As [`gemm_with`], splitting the batch into launches of at most `max_z` blocks on grid z
-/// (tests use a small `max_z` to cover the split without 65536 batches).
+/// As [`gemm_with`], splitting the batch into launches of at most `max_z` batches on grid z
+/// (tests use a small `max_z` to cover the split without 65536 batches), and for a split-K
+/// version splitting K into ranges of `k_split` depths (None: [`split_depth`]'s choice; tests
+/// force splits on shapes too small for it).
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
 pub fn launch(
     ctx: &Context,
     version: &GemmVersion,
@@ -308,6 +375,7 @@ pub fn launch(
     b: BufRef<'_, f32>,
     mut c: BufMut<'_, f32>,
     max_z: usize,
+    k_split: Option<usize>,
 ) -> Result<()> {
     const OP: &str = "gemm";
     a.check_context(ctx, OP)?;
@@ -345,7 +413,7 @@ pub fn launch(
         batch_base: 0,
         vec_a: vec(a.addr(), g.lda, g.stride_a) as u32,
         vec_b: vec(b.addr(), g.ldb, g.stride_b) as u32,
-        _pad: 0,
+        k_split: 0,
         stride_a: g.stride_a as u64,
         stride_b: g.stride_b as u64,
         stride_c: g.stride_c as u64,
@@ -356,6 +424,13 @@ pub fn launch(
         c: c.global_mut(),
     };
     let max_z = max_z.clamp(1, MAX_GRID_Z);
+    let depth = k_split.unwrap_or_else(|| split_depth(version, g));
+    if depth > 0 && depth < g.k {
+        let sum = version
+            .sum
+            .ok_or_else(|| Error::invalid(OP, format!("{} does not split K; pass no k_split for it", version.name)))?;
+        return launch_split(ctx, version, sum, g, params, depth, max_z, (grid_x, grid_y as u32));
+    }
     let mut done = 0;
     while done < g.batch {
         let z = (g.batch - done).min(max_z);
@@ -369,4 +444,78 @@ pub fn launch(
         done += z;
     }
     Ok(())
+}
+
+/// The split-K path of [`launch`]: per launch of up to `max_z` batches, `version.kernel` writes
+/// `ceil(K / depth)` partial tiles per C tile into the handle's scratch, and `sum` adds them into C.
+#[allow(clippy::too_many_arguments)]
+fn launch_split(
+    ctx: &Context,
+    version: &GemmVersion,
+    sum: &'static gpu_kernels::KernelDef<SplitSumParams>,
+    g: &Gemm,
+    params: GemmParams,
+    depth: usize,
+    max_z: usize,
+    (grid_x, grid_y): (u32, u32),
+) -> Result<()> {
+    const OP: &str = "gemm";
+    let bk = version.tiling.bk as usize;
+    let splits = g.k.div_ceil(depth);
+    let mn = g.m * g.n;
+    if !depth.is_multiple_of(bk) || splits > MAX_GRID_Z || splits.saturating_mul(mn) > SPLIT_SCRATCH_WORDS {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "k_split = {depth} for {}: pass a multiple of its k-step ({bk}) that makes at most {MAX_GRID_Z} splits of {} x {} partials within {SPLIT_SCRATCH_WORDS} words",
+                version.name, g.m, g.n
+            ),
+        ));
+    }
+    let per_launch = (max_z / splits).clamp(1, SPLIT_SCRATCH_WORDS / (splits * mn)).min(g.batch);
+    ctx.with_scratch(per_launch * splits * mn, |scratch| {
+        let part = scratch.as_f32();
+        let mut done = 0;
+        while done < g.batch {
+            let z = (g.batch - done).min(per_launch);
+            let partial = GemmParams {
+                batch_base: done as u32,
+                k_split: depth as u32,
+                ldc: g.n as u32,
+                stride_c: mn as u64,
+                alpha: 1.0,
+                beta: 0.0,
+                c: part,
+                ..params
+            };
+            let t = version.tiling;
+            let cfg = LaunchConfig {
+                grid: Dim3::new(grid_x, grid_y, (z * splits) as u32),
+                block: Dim3::x(t.threads()),
+                shared_bytes: t.shared_bytes(),
+            };
+            ctx.launch(version.kernel, cfg, partial)?;
+            let p = SplitSumParams {
+                m: params.m,
+                n: params.n,
+                ldc: params.ldc,
+                splits: splits as u32,
+                batch_base: done as u32,
+                _pad: 0,
+                stride_c: params.stride_c,
+                alpha: params.alpha,
+                beta: params.beta,
+                part: part.as_global(),
+                c: params.c,
+            };
+            let cfg = LaunchConfig {
+                grid: Dim3::new(mn.div_ceil(SUM_THREADS as usize) as u32, 1, z as u32),
+                block: Dim3::x(SUM_THREADS),
+                shared_bytes: 0,
+            };
+            ctx.launch(sum, cfg, p)?;
+            done += z;
+        }
+        Ok(())
+    })
 }

@@ -621,6 +621,24 @@ pub fn gemm_with(ctx: &Context, case: &GemmCase, version: &crate::gemm::GemmVers
     )
 }
 
+/// As [`gemm_with`] for a split-K version (`GemmVersion::sum`), with K split into ranges of
+/// `k_split` depths (a multiple of its k-step) whatever the shape: the tests' way to reach the
+/// split path on shapes too small for [`crate::gemm::split_depth`] to split.
+pub fn gemm_split_with(
+    ctx: &Context,
+    case: &GemmCase,
+    version: &crate::gemm::GemmVersion,
+    k_split: usize,
+) -> Result<Report> {
+    gemm_check::<f32, f32>(
+        ctx,
+        case,
+        EpilogueSpec::default(),
+        |g, a, b, c, _, _| crate::gemm::launch(ctx, version, g, a, b, c, crate::gemm::MAX_GRID_Z, Some(k_split)),
+        reference::gemm_f32_error,
+    )
+}
+
 /// Which parts of the tensor-core GEMM's epilogue a check turns on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EpilogueSpec {

@@ -139,22 +139,152 @@ fn interior_tiles_every_layout() {
     }
 }
 
-/// The default is the top rung, except for C with fewer than 32 rows or columns (measured:
-/// v03 twice as fast as the top rung then at 16 x 4096 x 4096, H200, 2026-12-04).
+/// The default by shape: few rows -> split-K, few columns -> v03, few large tiles over a long
+/// K -> split-K, the rest -> the large-shape version.
 #[test]
 fn default_version_by_shape() {
-    let top = VERSIONS.last().unwrap().name;
+    let (large, split, skinny) = (gemm::LARGE_VERSION, gemm::SPLIT_VERSION, gemm::SKINNY_VERSION);
     for (m, n, k, want) in [
-        (16, 4096, 4096, gemm::SKINNY_VERSION),
-        (4096, 31, 64, gemm::SKINNY_VERSION),
-        (1, 1, 1, gemm::SKINNY_VERSION),
-        (32, 32, 4096, top),
-        (1024, 1024, 1024, top),
-        (4096, 4096, 64, top),
+        (16, 4096, 4096, split),
+        (1, 1, 1, split),
+        (31, 4096, 64, split),
+        (4096, 31, 64, skinny),
+        (4096, 16, 4096, skinny),
+        (32, 32, 4096, split),
+        (256, 256, 65536, split),
+        (64, 4096, 4096, split),
+        (32, 32, 255, large),
+        (1024, 1024, 1024, large),
+        (1024, 1024, 65536, large),
+        (4096, 4096, 64, large),
     ] {
         assert_eq!(gemm::default_version(&Gemm::new(m, n, k)).name, want, "{m} x {n} x {k}");
     }
-    assert!(gemm::version(gemm::SKINNY_VERSION).is_some());
+    for name in [large, split, skinny] {
+        assert!(gemm::version(name).is_some(), "{name} is not in the ladder");
+    }
+}
+
+/// How split-K divides K: the skinny benchmark shape makes 32 tiles x 12 splits of 352 depths
+/// (384 blocks); shapes with enough tiles, or too little K, are not split; splits are whole
+/// k-steps, at least two, each shorter than K; versions without a sum kernel never split.
+#[test]
+fn split_depth_by_shape() {
+    let split = gemm::version(gemm::SPLIT_VERSION).unwrap();
+    let depth = |m, n, k| gemm::split_depth(split, &Gemm::new(m, n, k));
+    assert_eq!(depth(16, 4096, 4096), 352);
+    assert_eq!(depth(256, 256, 65536), 5472, "32 tiles: 12 splits");
+    assert_eq!(depth(16, 300, 2000), 160, "3 tiles: 15 splits at most, of 63 k-steps: 5 each");
+    assert_eq!(depth(4096, 4096, 4096), 0, "8192 tiles: no split");
+    assert_eq!(depth(16, 4096, 255), 0, "K under 2 x SPLIT_MIN_DEPTH: no split");
+    assert_eq!(depth(0, 4096, 4096), 0, "nothing to split");
+    assert_eq!(depth(16, 4096, 4096), gemm::split_depth(split, &Gemm::new(16, 4096, 4096).batched(1)));
+    assert_eq!(depth(16, 4096, 4096) * 2, gemm::split_depth(split, &Gemm::new(16, 4096, 4096).batched(2)));
+    for (m, n, k) in [(1, 1, 256), (16, 4096, 4096), (40, 700, 1000), (16, 128, 1 << 20), (100, 100, 3333)] {
+        let d = depth(m, n, k);
+        assert!(d > 0 && d.is_multiple_of(split.tiling.bk as usize) && d < k, "{m} x {n} x {k}: depth {d}");
+        assert!(k.div_ceil(d) <= gemm::SPLIT_TARGET_BLOCKS, "{m} x {n} x {k}: {} splits", k.div_ceil(d));
+    }
+    let large = gemm::version(gemm::LARGE_VERSION).unwrap();
+    assert_eq!(gemm::split_depth(large, &Gemm::new(16, 4096, 4096)), 0, "only split-K versions split");
+}
+
+fn split_version() -> &'static GemmVersion {
+    VERSIONS.iter().find(|v| v.sum.is_some()).expect("the ladder has a split-K version")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: common::cases(CASES / 2), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The split-K path on shapes too small for the launcher to split by itself: K divided
+    /// into ranges of 1 to 4 k-steps (a last range of any length), every layout, batches,
+    /// alpha/beta, misaligned views. The scratch starts as NaN on the emulator, so a partial
+    /// the sum reads but no block wrote fails too.
+    #[test]
+    fn split_k_matches_reference(
+        m in 1usize..40, n in 1usize..150, k in 1usize..300,
+        steps in 1usize..5,
+        ta in any::<bool>(), tb in any::<bool>(),
+        batch in prop_oneof![3 => Just(1usize), 1 => 2usize..4],
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..5],
+        alpha in scalar(), beta in scalar(),
+        offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
+        seed in any::<u64>(),
+    ) {
+        let v = split_version();
+        let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
+        let depth = steps * v.tiling.bk as usize;
+        for ctx in common::property_backends("gemm_split_k_matches_reference", common::cases(CASES / 2)) {
+            let r = verify::gemm_split_with(&ctx, &case, v, depth)
+                .unwrap_or_else(|e| panic!("k_split {depth} {case:?} on {}: {e}", ctx.backend()));
+            prop_assert!(r.passed(), "k_split {depth} {case:?} on {}: {r}", ctx.backend());
+        }
+    }
+}
+
+/// The public `gemm` on a skinny shape splits K by itself (7 splits of 160 here) and passes
+/// the harness; two runs give the same bits.
+#[test]
+fn split_k_by_default_on_a_skinny_shape() {
+    let g = Gemm::new(16, 260, 1100).scaled(0.5, 1.5);
+    let v = gemm::default_version(&g);
+    assert_eq!((v.name, gemm::split_depth(v, &g)), (gemm::SPLIT_VERSION, 160));
+    for ctx in common::backends("gemm_split_k_by_default") {
+        for offset in [0, 1] {
+            let case = GemmCase { gemm: g, seed: 11, offset };
+            let r = verify::gemm(&ctx, &case).unwrap();
+            assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+        }
+        let a: Vec<f32> = (0..g.a_len()).map(|i| ((i * 7919) % 1013) as f32 * 0.01 - 5.0).collect();
+        let b: Vec<f32> = (0..g.b_len()).map(|i| ((i * 104_729) % 997) as f32 * 0.01 - 5.0).collect();
+        let (ab, bb) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+        let run = || {
+            let mut c = ctx.upload(&vec![1.0f32; g.c_len()]).unwrap();
+            gemm::gemm(&ctx, &g, ab.as_view(), bb.as_view(), c.as_view_mut()).unwrap();
+            c.to_host().unwrap()
+        };
+        let first = run();
+        assert!(first.iter().all(|x| x.is_finite()));
+        assert_eq!(
+            first.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            run().iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Split-K batches over several launches (here one batch of 3 splits per launch, 5 launches)
+/// give the bits of one launch; a depth that is not whole k-steps, and a split asked of a
+/// version without a sum kernel, are refused.
+#[test]
+fn split_k_batches_over_launches_and_bad_depths() {
+    let ctx = Context::emulator();
+    let v = split_version();
+    let g = problem(20, 70, 150, false, true, 5, 1, 0.5, 1.0);
+    let a: Vec<f32> = (0..g.a_len()).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
+    let b: Vec<f32> = (0..g.b_len()).map(|i| ((i * 13) % 11) as f32 * 0.5 - 2.5).collect();
+    let c0: Vec<f32> = (0..g.c_len()).map(|i| (i % 7) as f32).collect();
+    let (ab, bb) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let run = |max_z: usize, k_split: Option<usize>| {
+        let mut c = ctx.upload(&c0).unwrap();
+        gemm::launch(&ctx, v, &g, ab.as_view(), bb.as_view(), c.as_view_mut(), max_z, k_split)
+            .map(|_| c.to_host().unwrap())
+    };
+    let whole = run(gemm::MAX_GRID_Z, Some(64)).unwrap();
+    assert_eq!(whole, run(4, Some(64)).unwrap(), "5 launches of one batch (3 splits) equal one launch of 5");
+    // Small integers: every order of summation is exact, so split and unsplit agree bit for bit.
+    assert_eq!(whole, run(gemm::MAX_GRID_Z, None).unwrap(), "split equals unsplit on exact sums");
+    let refused = |r: ferrokern::Result<Vec<f32>>, what: &str| match r {
+        Err(Error::InvalidArgument { message, .. }) => assert!(message.contains(what), "`{message}` lacks `{what}`"),
+        other => panic!("expected InvalidArgument about `{what}`, got {other:?}"),
+    };
+    refused(run(gemm::MAX_GRID_Z, Some(48)), "multiple of its k-step (32)");
+    let mut c = ctx.upload(&c0).unwrap();
+    let v03 = gemm::version("v03_smem").unwrap();
+    refused(
+        gemm::launch(&ctx, v03, &g, ab.as_view(), bb.as_view(), c.as_view_mut(), gemm::MAX_GRID_Z, Some(64))
+            .map(|_| Vec::new()),
+        "v03_smem does not split K",
+    );
 }
 
 #[test]
@@ -213,7 +343,7 @@ fn batches_split_over_several_launches() {
     let mut whole = ctx.upload(&c0).unwrap();
     gemm::gemm_with(&ctx, v, &g, ab.as_view(), bb.as_view(), whole.as_view_mut()).unwrap();
     let mut split = ctx.upload(&c0).unwrap();
-    gemm::launch(&ctx, v, &g, ab.as_view(), bb.as_view(), split.as_view_mut(), 2).unwrap();
+    gemm::launch(&ctx, v, &g, ab.as_view(), bb.as_view(), split.as_view_mut(), 2, None).unwrap();
     assert_eq!(whole.to_host().unwrap(), split.to_host().unwrap(), "3 launches of z <= 2 equal one of z = 5");
 }
 

@@ -2100,16 +2100,21 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     let mut checked = Vec::new();
     for v in VERSIONS {
         let mut good = true;
-        for (ta, tb) in [(Trans::N, Trans::N), (Trans::T, Trans::T)] {
-            let g = Gemm::new(131, 257, 67).transposed(ta, tb).scaled(1.0, 0.5);
+        // A split-K version also on a shape it splits (7 splits of 160).
+        let split_case = v.sum.is_some().then_some((16, 257, 1000));
+        for ((m, n, k), (ta, tb)) in std::iter::once((131, 257, 67))
+            .chain(split_case)
+            .flat_map(|s| [(Trans::N, Trans::N), (Trans::T, Trans::T)].map(|t| (s, t)))
+        {
+            let g = Gemm::new(m, n, k).transposed(ta, tb).scaled(1.0, 0.5);
             match verify::gemm_with(ctx, &verify::GemmCase { gemm: g, seed: 5, offset: 0 }, v) {
                 Ok(r) if r.passed() => {}
                 Ok(r) => {
-                    println!("gemm {} {ta:?}{tb:?}: {r}", v.name);
+                    println!("gemm {} {m}x{n}x{k} {ta:?}{tb:?}: {r}", v.name);
                     good = false;
                 }
                 Err(e) => {
-                    println!("gemm {} {ta:?}{tb:?}: {e}", v.name);
+                    println!("gemm {} {m}x{n}x{k} {ta:?}{tb:?}: {e}", v.name);
                     good = false;
                 }
             }

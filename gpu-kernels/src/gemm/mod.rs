@@ -12,6 +12,7 @@
 //! | [`v07_warptile`] | warp tiles: each warp owns a 64 x 32 sub-tile, lanes arranged inside it |
 //! | [`v08_double_buffer`] | two shared stages; the next tile's global loads overlap the current tile's math |
 //! | [`v09_unrolled`] | the k-step unrolled (shared reads a depth ahead), unguarded loads for interior tiles, two blocks per SM declared |
+//! | [`v10_split_k`] | split-K for C too small to fill the GPU: 16 x 128 tiles, K divided between blocks, partials summed in a fixed order |
 //!
 //! # Semantics (every version)
 //! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
@@ -22,8 +23,8 @@
 //!
 //! # Thread mapping
 //! Block `(x, y, z)` owns the `BM x BN` tile of C at rows `y * BM`, columns `x * BN`, of
-//! batch `batch_base + z`. Blocks are 1-D (`Tiling::threads` threads); each version documents
-//! how its threads split the tile.
+//! batch `batch_base + z` (v10 with a split: a depth range of that tile, see its docs). Blocks
+//! are 1-D (`Tiling::threads` threads); each version documents how its threads split the tile.
 //!
 //! # Tiling
 //! One [`Tiling`] per version, a `const` checked at compile time ([`Tiling::check`]); the
@@ -51,6 +52,7 @@ pub mod v06_vectorized;
 pub mod v07_warptile;
 pub mod v08_double_buffer;
 pub mod v09_unrolled;
+pub mod v10_split_k;
 
 /// Runs `$body` for `$i` in `0..$n` (`$n` a constant up to 8), unrolled by hand: with literal
 /// indices the register tiles (`acc`, the A and B fragments) stay in registers. Plain loops
@@ -101,7 +103,9 @@ pub struct GemmParams {
     pub vec_a: u32,
     /// Nonzero: B may be read in 16-byte chunks.
     pub vec_b: u32,
-    pub _pad: u32,
+    /// v10 only (0 everywhere else): nonzero splits K into ranges of this many depths, one
+    /// per block of grid z, and makes `c` the partial-sum scratch ([`v10_split_k`]).
+    pub k_split: u32,
     /// Elements between consecutive matrices of a batch.
     pub stride_a: u64,
     pub stride_b: u64,
@@ -213,7 +217,13 @@ pub struct F32x4(pub [f32; 4]);
 /// The first elements of this block's batch in A, B and C.
 #[inline(always)]
 pub fn batch_bases(p: &GemmParams) -> (usize, usize, usize) {
-    let z = (p.batch_base + block_idx_z()) as usize;
+    batch_bases_at(p, p.batch_base + block_idx_z())
+}
+
+/// The first elements of batch `z` in A, B and C.
+#[inline(always)]
+pub fn batch_bases_at(p: &GemmParams, z: u32) -> (usize, usize, usize) {
+    let z = z as usize;
     (z * p.stride_a as usize, z * p.stride_b as usize, z * p.stride_c as usize)
 }
 
@@ -347,6 +357,142 @@ pub fn b_storage(p: &GemmParams, bk: u32, bn: u32, k0: u32, j0: u32) -> (u32, u3
     if p.trans_b == 0 { (bk, bn, p.k, p.n, k0, j0) } else { (bn, bk, p.n, p.k, j0, k0) }
 }
 
+/// Chunks of 4 floats each thread of `t` copies per k-step, for A and for B. Every thread
+/// copies the same number (checked here, so a tiling that breaks it does not compile).
+pub const fn chunks_per_thread(t: Tiling) -> (usize, usize) {
+    let threads = t.threads();
+    assert!(
+        (t.a_tile() / 4).is_multiple_of(threads) && (t.b_tile() / 4).is_multiple_of(threads),
+        "every thread carries the same number of chunks"
+    );
+    assert!(t.a_tile() / 4 / threads <= 8 && t.b_tile() / 4 / threads <= 8, "the staging unrolls 8 chunks at most");
+    ((t.a_tile() / 4 / threads) as usize, (t.b_tile() / 4 / threads) as usize)
+}
+
+/// Chunks loaded for a stage: each one's tile coordinates `(r, c)` and its four values.
+pub type Staged<const N: usize> = [(u32, u32, [f32; 4]); N];
+
+/// The A and B chunks of the k-step at depth `k0` that thread `tid` copies for tiling `t`
+/// (`NA, NB` = [`chunks_per_thread`]`(t)`, at most 8 each; chunk `tid + q * threads` of each
+/// tile as stored), loaded into registers with [`load_chunk4`]'s edge guards. The
+/// double-buffered versions issue these before a k-step's FMAs and [`put_stage`] them after.
+/// Unrolled by hand: a rolled loop over 8 chunks kept them in a stack frame (v10, ptxas 12.9).
+#[inline(always)]
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn fetch_stage<const NA: usize, const NB: usize>(
+    t: Tiling,
+    p: &GemmParams,
+    ba: usize,
+    bb: usize,
+    i0: u32,
+    j0: u32,
+    k0: u32,
+    tid: u32,
+) -> (Staged<NA>, Staged<NB>) {
+    let threads = t.threads();
+    let (_, a_cols, a_rows_m, a_cols_m, a_r0, a_c0) = a_storage(p, t.bm, t.bk, i0, k0);
+    let (_, b_cols, b_rows_m, b_cols_m, b_r0, b_c0) = b_storage(p, t.bk, t.bn, k0, j0);
+    let mut sa = [(0, 0, [0.0f32; 4]); NA];
+    unroll8!(q < NA => {
+        let ch = tid + q as u32 * threads;
+        sa[q] = load_chunk4(&p.a, ba, p.lda, a_rows_m, a_cols_m, a_cols, a_r0, a_c0, ch, p.vec_a != 0);
+    });
+    let mut sb = [(0, 0, [0.0f32; 4]); NB];
+    unroll8!(q < NB => {
+        let ch = tid + q as u32 * threads;
+        sb[q] = load_chunk4(&p.b, bb, p.ldb, b_rows_m, b_cols_m, b_cols, b_r0, b_c0, ch, p.vec_b != 0);
+    });
+    (sa, sb)
+}
+
+/// Stores staged chunks into stage `s` of tiling `t`'s shared tiles (A k-major).
+#[inline(always)]
+#[track_caller]
+pub fn put_stage<const NA: usize, const NB: usize>(
+    t: Tiling,
+    p: &GemmParams,
+    s: u32,
+    sa: &Staged<NA>,
+    sb: &Staged<NB>,
+) {
+    let a_s = Shared::<f32>::at(t.a_offset(s), t.a_tile());
+    let b_s = Shared::<f32>::at(t.b_offset(s), t.b_tile());
+    let a_s4 = Shared::<F32x4>::at(t.a_offset(s), t.a_tile() / 4);
+    let b_s4 = Shared::<F32x4>::at(t.b_offset(s), t.b_tile() / 4);
+    unroll8!(q < NA => {
+        let (r, c, v) = sa[q];
+        store_a_chunk(p.trans_a != 0, a_s, a_s4, t.bm, r, c, v);
+    });
+    unroll8!(q < NB => {
+        let (r, c, v) = sb[q];
+        store_b_chunk(p.trans_b != 0, b_s, b_s4, t.bn, r, c, v);
+    });
+}
+
+/// A thread's chunks of an interior tile (the whole C tile inside `M x N`, both operands
+/// allowed 16-byte loads) for tiling `t`: where they start, in 16-byte chunks of the
+/// operand's view at the first k-step (the batch base included), and how many chunks one
+/// k-step moves them. Whole chunk numbers, so the address of a chunk is one multiply-add (an
+/// element offset needs its division by 4 masked at every use). [`fetch`](Self::fetch) then
+/// loads a k-step without edge guards.
+pub struct Interior<const NA: usize, const NB: usize> {
+    a: [usize; NA],
+    b: [usize; NB],
+    a_step: usize,
+    b_step: usize,
+}
+
+impl<const NA: usize, const NB: usize> Interior<NA, NB> {
+    /// The chunk numbering is [`fetch_stage`]'s (`ch = tid + q * threads`, row-major over the
+    /// tile as stored), so [`put_stage`] places these chunks as it places the guarded ones.
+    /// `k0`: the depth of k-step 0.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(t: Tiling, p: &GemmParams, ba: usize, bb: usize, i0: u32, j0: u32, k0: u32, tid: u32) -> Self {
+        let threads = t.threads();
+        let (_, a_cols, _, _, a_r0, a_c0) = a_storage(p, t.bm, t.bk, i0, k0);
+        let (_, b_cols, _, _, b_r0, b_c0) = b_storage(p, t.bk, t.bn, k0, j0);
+        let at = |base: usize, ld: u32, cols: u32, r0: u32, c0: u32, ch: u32| {
+            let (r, c) = chunk_coords(cols, ch);
+            // A multiple of 4: `vec_*` promises 16-byte aligned rows and bases.
+            (base + (r0 + r) as usize * ld as usize + (c0 + c) as usize) / 4
+        };
+        let mut a = [0; NA];
+        unroll8!(q < NA => { a[q] = at(ba, p.lda, a_cols, a_r0, a_c0, tid + q as u32 * threads); });
+        let mut b = [0; NB];
+        unroll8!(q < NB => { b[q] = at(bb, p.ldb, b_cols, b_r0, b_c0, tid + q as u32 * threads); });
+        // A k-step moves bk along K: bk columns of A stored M x K, bk rows stored K x M; B the
+        // other way round.
+        let bk = t.bk as usize;
+        let a_step = if p.trans_a == 0 { bk } else { bk * p.lda as usize } / 4;
+        let b_step = if p.trans_b == 0 { bk * p.ldb as usize } else { bk } / 4;
+        Interior { a, b, a_step, b_step }
+    }
+
+    /// k-step `s`'s chunks (counted from `new`'s `k0`), unguarded: the caller has checked that
+    /// the block is interior and that the k-step lies inside K, so every chunk lies inside
+    /// its operand (the emulator checks it).
+    #[inline(always)]
+    #[track_caller]
+    pub fn fetch(&self, t: Tiling, p: &GemmParams, s: u32, tid: u32) -> (Staged<NA>, Staged<NB>) {
+        let threads = t.threads();
+        let (_, a_cols, ..) = a_storage(p, t.bm, t.bk, 0, 0);
+        let (_, b_cols, ..) = b_storage(p, t.bk, t.bn, 0, 0);
+        let mut sa = [(0, 0, [0.0f32; 4]); NA];
+        unroll8!(q < NA => {
+            let (r, c) = chunk_coords(a_cols, tid + q as u32 * threads);
+            sa[q] = (r, c, p.a.load_chunk::<4>(self.a[q] + s as usize * self.a_step));
+        });
+        let mut sb = [(0, 0, [0.0f32; 4]); NB];
+        unroll8!(q < NB => {
+            let (r, c) = chunk_coords(b_cols, tid + q as u32 * threads);
+            sb[q] = (r, c, p.b.load_chunk::<4>(self.b[q] + s as usize * self.b_step));
+        });
+        (sa, sb)
+    }
+}
+
 type P = GemmParams;
 
 crate::kernels! {
@@ -368,6 +514,10 @@ crate::kernels! {
     GEMM_V08_DOUBLE_BUFFER = gemm_v08_double_buffer(P) => v08_double_buffer::run;
     /// v09: unrolled k-step, unguarded interior tiles.
     GEMM_V09_UNROLLED = gemm_v09_unrolled(P) => v09_unrolled::run;
+    /// v10: 16 x 128 tiles over a range of K each (split-K partials, or C when unsplit).
+    GEMM_V10_SPLIT_K = gemm_v10_split_k(P) => v10_split_k::run;
+    /// v10's second kernel: sums a C tile's split-K partials in split order into C.
+    GEMM_V10_SPLIT_K_SUM = gemm_v10_split_k_sum(v10_split_k::SplitSumParams) => v10_split_k::sum;
     /// A deliberately broken v03 without edge guards: the harness must reject it.
     GEMM_BUG_NO_EDGE_GUARD = gemm_bug_no_edge_guard(P) => bug_no_edge_guard::run;
 }
@@ -379,6 +529,9 @@ pub struct GemmVersion {
     pub name: &'static str,
     pub kernel: &'static crate::KernelDef<GemmParams>,
     pub tiling: Tiling,
+    /// Split-K versions: the kernel that sums the partials into C (the launcher then splits K
+    /// when the shape calls for it; see `ferrokern::gemm::split_depth`). None for the others.
+    pub sum: Option<&'static crate::KernelDef<v10_split_k::SplitSumParams>>,
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -391,20 +544,44 @@ impl core::fmt::Debug for GemmVersion {
 /// Every version, in ladder order. Tests and benches iterate this table.
 #[cfg(not(target_arch = "nvptx64"))]
 pub const VERSIONS: &[GemmVersion] = &[
-    GemmVersion { name: "v01_naive", kernel: &GEMM_V01_NAIVE, tiling: v01_naive::TILING },
-    GemmVersion { name: "v02_coalesced", kernel: &GEMM_V02_COALESCED, tiling: v02_coalesced::TILING },
-    GemmVersion { name: "v03_smem", kernel: &GEMM_V03_SMEM, tiling: v03_smem::TILING },
-    GemmVersion { name: "v04_blocktile_1d", kernel: &GEMM_V04_BLOCKTILE_1D, tiling: v04_blocktile_1d::TILING },
-    GemmVersion { name: "v05_blocktile_2d", kernel: &GEMM_V05_BLOCKTILE_2D, tiling: v05_blocktile_2d::TILING },
-    GemmVersion { name: "v06_vectorized", kernel: &GEMM_V06_VECTORIZED, tiling: v06_vectorized::TILING },
-    GemmVersion { name: "v07_warptile", kernel: &GEMM_V07_WARPTILE, tiling: v07_warptile::TILING },
-    GemmVersion { name: "v08_double_buffer", kernel: &GEMM_V08_DOUBLE_BUFFER, tiling: v08_double_buffer::TILING },
-    GemmVersion { name: "v09_unrolled", kernel: &GEMM_V09_UNROLLED, tiling: v09_unrolled::TILING },
+    GemmVersion { name: "v01_naive", kernel: &GEMM_V01_NAIVE, tiling: v01_naive::TILING, sum: None },
+    GemmVersion { name: "v02_coalesced", kernel: &GEMM_V02_COALESCED, tiling: v02_coalesced::TILING, sum: None },
+    GemmVersion { name: "v03_smem", kernel: &GEMM_V03_SMEM, tiling: v03_smem::TILING, sum: None },
+    GemmVersion {
+        name: "v04_blocktile_1d",
+        kernel: &GEMM_V04_BLOCKTILE_1D,
+        tiling: v04_blocktile_1d::TILING,
+        sum: None,
+    },
+    GemmVersion {
+        name: "v05_blocktile_2d",
+        kernel: &GEMM_V05_BLOCKTILE_2D,
+        tiling: v05_blocktile_2d::TILING,
+        sum: None,
+    },
+    GemmVersion { name: "v06_vectorized", kernel: &GEMM_V06_VECTORIZED, tiling: v06_vectorized::TILING, sum: None },
+    GemmVersion { name: "v07_warptile", kernel: &GEMM_V07_WARPTILE, tiling: v07_warptile::TILING, sum: None },
+    GemmVersion {
+        name: "v08_double_buffer",
+        kernel: &GEMM_V08_DOUBLE_BUFFER,
+        tiling: v08_double_buffer::TILING,
+        sum: None,
+    },
+    GemmVersion { name: "v09_unrolled", kernel: &GEMM_V09_UNROLLED, tiling: v09_unrolled::TILING, sum: None },
+    GemmVersion {
+        name: "v10_split_k",
+        kernel: &GEMM_V10_SPLIT_K,
+        tiling: v10_split_k::TILING,
+        sum: Some(&GEMM_V10_SPLIT_K_SUM),
+    },
 ];
 
 /// Threads per block of `name` if it is a GEMM kernel (a rung or the broken variant).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
+    if name == GEMM_V10_SPLIT_K_SUM.name {
+        return Some(v10_split_k::SUM_THREADS);
+    }
     VERSIONS.iter().chain([&BUG_NO_EDGE_GUARD]).find(|v| v.kernel.name == name).map(|v| v.tiling.threads())
 }
 
@@ -418,5 +595,9 @@ pub fn launch_min_blocks(name: &str) -> Option<u32> {
 
 /// The deliberately broken variant (not a rung; tests assert the harness rejects it).
 #[cfg(not(target_arch = "nvptx64"))]
-pub const BUG_NO_EDGE_GUARD: GemmVersion =
-    GemmVersion { name: "bug_no_edge_guard", kernel: &GEMM_BUG_NO_EDGE_GUARD, tiling: bug_no_edge_guard::TILING };
+pub const BUG_NO_EDGE_GUARD: GemmVersion = GemmVersion {
+    name: "bug_no_edge_guard",
+    kernel: &GEMM_BUG_NO_EDGE_GUARD,
+    tiling: bug_no_edge_guard::TILING,
+    sum: None,
+};

@@ -18,9 +18,7 @@
 //! 16-byte loads; its first `K / 16` k-steps then load unguarded chunks, and the partial last
 //! k-step (and every k-step of an edge block) takes v08's guarded loads.
 
-use super::{
-    F32x4, GemmParams, Tiling, a_storage, b_storage, batch_bases, block_origin, chunk_coords, outer_product, unroll8,
-};
+use super::{F32x4, GemmParams, Interior, Tiling, batch_bases, block_origin, outer_product, put_stage, unroll8};
 use super::{v07_warptile, v08_double_buffer as v08};
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
@@ -32,7 +30,6 @@ const BN: u32 = TILING.bn;
 const BK: u32 = TILING.bk;
 const TM: usize = TILING.tm as usize;
 const TN: usize = TILING.tn as usize;
-const THREADS: u32 = TILING.threads();
 const _: () = assert!(
     TILING.shared_bytes() == v08::TILING.shared_bytes() && TILING.threads() == v08::TILING.threads(),
     "v08's fetch and put stage this tile"
@@ -57,65 +54,6 @@ fn compute(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, acc: 
     });
 }
 
-/// Where a thread's chunks of an interior tile start (in 16-byte chunks of the operand's view
-/// at k-step 0, the batch base included) and how many chunks one k-step moves them: whole
-/// chunk numbers, so the address of a chunk is one multiply-add (an element offset needs
-/// its division by 4 masked at every use).
-struct Interior {
-    a: [usize; v08::CH_A],
-    b: [usize; v08::CH_B],
-    a_step: usize,
-    b_step: usize,
-}
-
-impl Interior {
-    /// The chunk numbering is v08's (`ch = t + q * THREADS`, row-major over the tile as stored),
-    /// so [`v08::put`] places these chunks as it places the guarded ones.
-    #[inline(always)]
-    fn new(p: &GemmParams, ba: usize, bb: usize, i0: u32, j0: u32, t: u32) -> Self {
-        let (_, a_cols, _, _, a_r0, a_c0) = a_storage(p, BM, BK, i0, 0);
-        let (_, b_cols, _, _, b_r0, b_c0) = b_storage(p, BK, BN, 0, j0);
-        let at = |base: usize, ld: u32, cols: u32, r0: u32, c0: u32, ch: u32| {
-            let (r, c) = chunk_coords(cols, ch);
-            // A multiple of 4: `vec_*` promises 16-byte aligned rows and bases.
-            (base + (r0 + r) as usize * ld as usize + (c0 + c) as usize) / 4
-        };
-        let mut a = [0; v08::CH_A];
-        for (q, o) in a.iter_mut().enumerate() {
-            *o = at(ba, p.lda, a_cols, a_r0, a_c0, t + q as u32 * THREADS);
-        }
-        let mut b = [0; v08::CH_B];
-        for (q, o) in b.iter_mut().enumerate() {
-            *o = at(bb, p.ldb, b_cols, b_r0, b_c0, t + q as u32 * THREADS);
-        }
-        // A k-step moves BK along K: BK columns of A stored M x K, BK rows stored K x M; B the
-        // other way round.
-        let a_step = if p.trans_a == 0 { BK as usize } else { BK as usize * p.lda as usize } / 4;
-        let b_step = if p.trans_b == 0 { BK as usize * p.ldb as usize } else { BK as usize } / 4;
-        Interior { a, b, a_step, b_step }
-    }
-
-    /// k-step `s`'s chunks, unguarded: the caller has checked that the block is interior and
-    /// `(s + 1) * BK <= K`, so every chunk lies inside its operand.
-    #[inline(always)]
-    #[track_caller]
-    fn fetch(&self, p: &GemmParams, s: u32, t: u32) -> (v08::Staged<{ v08::CH_A }>, v08::Staged<{ v08::CH_B }>) {
-        let (_, a_cols, ..) = a_storage(p, BM, BK, 0, 0);
-        let (_, b_cols, ..) = b_storage(p, BK, BN, 0, 0);
-        let mut sa = [(0, 0, [0.0f32; 4]); v08::CH_A];
-        for (q, x) in sa.iter_mut().enumerate() {
-            let (r, c) = chunk_coords(a_cols, t + q as u32 * THREADS);
-            *x = (r, c, p.a.load_chunk::<4>(self.a[q] + s as usize * self.a_step));
-        }
-        let mut sb = [(0, 0, [0.0f32; 4]); v08::CH_B];
-        for (q, x) in sb.iter_mut().enumerate() {
-            let (r, c) = chunk_coords(b_cols, t + q as u32 * THREADS);
-            *x = (r, c, p.b.load_chunk::<4>(self.b[q] + s as usize * self.b_step));
-        }
-        (sa, sb)
-    }
-}
-
 #[inline(always)]
 pub fn run(p: GemmParams) {
     let (ba, bb, bc) = batch_bases(&p);
@@ -127,11 +65,12 @@ pub fn run(p: GemmParams) {
     let interior = p.vec_a != 0 && p.vec_b != 0 && i0 + BM <= p.m && j0 + BN <= p.n;
     // k-steps whose chunks all lie inside A and B (block-uniform).
     let whole = if interior { p.k / BK } else { 0 };
-    let lean = Interior::new(&p, ba, bb, i0, j0, t);
-    let fetch = |s: u32| if s < whole { lean.fetch(&p, s, t) } else { v08::fetch(&p, ba, bb, i0, j0, s * BK, t) };
+    let lean = Interior::<{ v08::CH_A }, { v08::CH_B }>::new(TILING, &p, ba, bb, i0, j0, 0, t);
+    let fetch =
+        |s: u32| if s < whole { lean.fetch(TILING, &p, s, t) } else { v08::fetch(&p, ba, bb, i0, j0, s * BK, t) };
     if steps > 0 {
         let (sa, sb) = fetch(0);
-        v08::put(&p, 0, &sa, &sb);
+        put_stage(TILING, &p, 0, &sa, &sb);
         sync_threads();
     }
     let mut s = 0;
@@ -143,7 +82,7 @@ pub fn run(p: GemmParams) {
         let b_s4 = Shared::<F32x4>::at(TILING.b_offset(cur), TILING.b_tile() / 4);
         compute(a_s4, b_s4, row0, col0, &mut acc);
         if let Some((sa, sb)) = staged {
-            v08::put(&p, 1 - cur, &sa, &sb);
+            put_stage(TILING, &p, 1 - cur, &sa, &sb);
         }
         sync_threads();
         s += 1;
