@@ -277,6 +277,12 @@ pub fn sass_loops(text: &str) -> BTreeMap<String, Vec<SassLoop>> {
     loops
 }
 
+/// The loop of `kernel` with the most FFMA in `loops` ([`sass_loops`]'s output): a GEMM's
+/// main loop. None when the kernel is missing or has no loop.
+pub fn busiest_loop<'a>(loops: &'a BTreeMap<String, Vec<SassLoop>>, kernel: &str) -> Option<&'a SassLoop> {
+    loops.get(kernel)?.iter().max_by_key(|l| l.ffma)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{SassLoop, count_sass, sass_loops};

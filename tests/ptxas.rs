@@ -96,7 +96,7 @@ fn top_gemm_version_uses_128_bit_shared_loads_and_ffma() {
         // the last k-step's copy included).
         let t = top.tiling;
         let loops = info::sass_loops(&sass);
-        let hot = loops[top.kernel.name].iter().max_by_key(|l| l.ffma).expect("the top version has loops");
+        let hot = info::busiest_loop(&loops, top.kernel.name).expect("the large-shape version has loops");
         assert!(
             hot.ffma >= t.bk * t.tm * t.tn && hot.ffma * 5 >= hot.instructions * 4,
             "{arch} {}: its busiest loop ({}) has {} FFMA in {} instructions; want a whole k-step's {} \

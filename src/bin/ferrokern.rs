@@ -419,6 +419,36 @@ fn print_ptx_table() -> bool {
     ok
 }
 
+/// `info --sass`: each f32 GEMM version's main loop (its loop with the most FFMA) as laid out
+/// in `arch`'s SASS, beside its 128-bit shared loads: what the offline gate asks of the
+/// large-shape version (tests/ptxas.rs checks it).
+fn print_gemm_loops(
+    arch: &str,
+    text: &str,
+    mix: &std::collections::BTreeMap<String, std::collections::BTreeMap<&str, u32>>,
+) {
+    let loops = info::sass_loops(text);
+    println!(
+        "\nf32 GEMM main loops, {arch} (the loop with the most FFMA; `gemm` runs {} on large C):",
+        ferrokern::gemm::LARGE_VERSION
+    );
+    println!("{:<20} {:>8} {:>13} {:>6} {:>8}", "version", "FFMA", "instructions", "FFMA%", "LDS.128");
+    for v in ferrokern::gemm::VERSIONS {
+        let lds = mix.get(v.kernel.name).and_then(|m| m.get("LDS.128")).copied().unwrap_or(0);
+        match info::busiest_loop(&loops, v.kernel.name) {
+            Some(l) => println!(
+                "{:<20} {:>8} {:>13} {:>5.0}% {:>8}",
+                v.name,
+                l.ffma,
+                l.instructions,
+                100.0 * l.ffma as f64 / l.instructions.max(1) as f64,
+                lds
+            ),
+            None => println!("{:<20} {:>8} {:>13} {:>6} {:>8}", v.name, "-", "no loop", "-", lds),
+        }
+    }
+}
+
 fn run_info(sass: bool) -> ExitCode {
     match ferrokern::context(BackendChoice::Gpu) {
         Ok(ctx) => {
@@ -458,21 +488,23 @@ fn run_info(sass: bool) -> ExitCode {
                     let Ok((_, cubin)) = info::ptxas(&ptxas, arch, ptx) else {
                         continue;
                     };
-                    match info::sass_mix(&nvdisasm, &cubin) {
-                        Ok(mix) => {
+                    match info::disassemble(&nvdisasm, &cubin) {
+                        Ok(text) => {
+                            let mix = info::count_sass(&text);
                             println!("\nSASS instruction mix, {arch}:");
                             print!("{:<22}", "kernel");
                             for c in info::SASS_CLASSES {
                                 print!(" {c:>8}");
                             }
                             println!();
-                            for (k, m) in mix {
+                            for (k, m) in &mix {
                                 print!("{k:<22}");
                                 for c in info::SASS_CLASSES {
                                     print!(" {:>8}", m.get(c).copied().unwrap_or(0));
                                 }
                                 println!();
                             }
+                            print_gemm_loops(arch, &text, &mix);
                         }
                         Err(e) => {
                             println!("{e}");
