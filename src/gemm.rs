@@ -13,7 +13,7 @@
 use crate::{BufMut, BufRef, Context, Error, LaunchConfig, Result};
 use gpu_kernels::Dim3;
 use gpu_kernels::gemm::GemmParams;
-use gpu_kernels::gemm::v10_split_k::{SUM_THREADS, SplitSumParams};
+use gpu_kernels::gemm::split_k::{SUM_THREADS, SplitSumParams};
 pub use gpu_kernels::gemm::{BUG_NO_EDGE_GUARD, GemmVersion, Tiling, VERSIONS};
 
 /// Whether an operand is used as stored (`N`) or transposed (`T`).
@@ -204,19 +204,21 @@ pub const MAX_GRID_Z: usize = 65_535;
 /// The most blocks on grid y (tiles of M).
 const MAX_GRID_Y: usize = 65_535;
 
-/// Below this many rows of C, [`default_version`] takes [`SPLIT_VERSION`]; below this many
-/// columns (and at least this many rows), [`SKINNY_VERSION`].
+/// Below this many rows of C, [`default_version`] takes [`SPLIT_VERSION`] whatever the
+/// columns; below this many columns (and at least this many rows), [`SKINNY_VERSION`].
 pub const SKINNY_BELOW: usize = 32;
 /// The version for C with fewer than [`SKINNY_BELOW`] columns: 32 x 32 tiles.
 pub const SKINNY_VERSION: &str = "v03_smem";
-/// The version for C with fewer than [`SKINNY_BELOW`] rows, and for C with fewer than
-/// [`SPLIT_BELOW_TILES`] tiles of [`LARGE_VERSION`] when K is long enough to split.
+/// The version for C with fewer than [`SPLIT_BELOW_ROWS`] rows: 16-row tiles, K split between
+/// blocks when the tiles are too few to fill the GPU.
 pub const SPLIT_VERSION: &str = "v10_split_k";
-/// The version for everything else.
+/// The version for everything else (it too splits K when its tiles are too few).
 pub const LARGE_VERSION: &str = "v09_unrolled";
-/// [`default_version`] prefers [`SPLIT_VERSION`] (when [`split_depth`] splits K) to a launch
-/// of [`LARGE_VERSION`] with fewer tiles than this: one per SM of an H200 (132).
-pub const SPLIT_BELOW_TILES: usize = 132;
+/// [`default_version`] takes [`SPLIT_VERSION`] for C with fewer rows than this. By the
+/// offline SASS counts (ptxas 12.9, sm_90) v09's main loop is 85% FFMA and v10's 61%; at 96
+/// rows v09's 128-row tile keeps 3/4 of its products (0.75 x 85% = 64%), at 64 rows half
+/// (42%), while v10's 16-row tiles keep all of them from 16 rows on. Not yet measured.
+pub const SPLIT_BELOW_ROWS: usize = 96;
 
 /// The version [`gemm`] runs:
 /// - C with fewer than [`SKINNY_BELOW`] rows: [`SPLIT_VERSION`] (16-row tiles, K split
@@ -226,24 +228,21 @@ pub const SPLIT_BELOW_TILES: usize = 132;
 /// - C with fewer than [`SKINNY_BELOW`] columns: [`SKINNY_VERSION`] (v10's 128-column tile
 ///   would compute 4 to 128 times the columns C has; v03 is the skinny-row winner of that run
 ///   turned on its side).
-/// - C that [`LARGE_VERSION`] covers with fewer than [`SPLIT_BELOW_TILES`] tiles, when
-///   [`split_depth`] splits K for it: [`SPLIT_VERSION`], whose more, smaller blocks fill the SMs.
+/// - C with fewer than [`SPLIT_BELOW_ROWS`] rows: [`SPLIT_VERSION`] again.
 /// - Everything else: [`LARGE_VERSION`] (v08, the top rung measured on 2026-12-04, was fastest
-///   at every square shape and at 4096 x 4096 x 64; v09 is not yet measured).
+///   at every square shape and at 4096 x 4096 x 64; v09 is not yet measured), which splits K
+///   when its tiles are too few ([`split_depth`]: 1024^3 makes 64 tiles, run as 4 splits).
 pub fn default_version(g: &Gemm) -> &'static GemmVersion {
-    let by_name = |name| version(name).expect("the default versions are in the ladder");
-    let split = by_name(SPLIT_VERSION);
-    if g.m < SKINNY_BELOW {
-        return split;
-    }
-    if g.n < SKINNY_BELOW {
-        return by_name(SKINNY_VERSION);
-    }
-    let large = by_name(LARGE_VERSION);
-    if tiles(large.tiling, g) < SPLIT_BELOW_TILES && split_depth(split, g) > 0 {
-        return split;
-    }
-    large
+    let name = if g.m < SKINNY_BELOW {
+        SPLIT_VERSION
+    } else if g.n < SKINNY_BELOW {
+        SKINNY_VERSION
+    } else if g.m < SPLIT_BELOW_ROWS {
+        SPLIT_VERSION
+    } else {
+        LARGE_VERSION
+    };
+    version(name).expect("the default versions are in the ladder")
 }
 
 /// C tiles (blocks without a split) a launch of `t` makes for `g`, all batches together.
@@ -251,36 +250,41 @@ fn tiles(t: Tiling, g: &Gemm) -> usize {
     g.m.div_ceil(t.bm as usize).saturating_mul(g.n.div_ceil(t.bn as usize)).saturating_mul(g.batch)
 }
 
-/// Blocks a split-K launch aims for: the blocks of v10 an H200 holds at once (132 SMs x 3:
-/// 161 registers x 128 threads, ptxas 12.9 sm_90), so a split launch runs in one wave rather
-/// than a full wave and a thin one. Fixed rather than read from the device, so a shape splits
-/// (and rounds) the same way on every GPU and on the emulator.
-pub const SPLIT_TARGET_BLOCKS: usize = 384;
+/// SMs a split-K launch aims to fill: an H200's. Fixed rather than read from the device, so a
+/// shape splits (and rounds) the same way on every GPU and on the emulator.
+pub const SPLIT_SMS: usize = 132;
 /// The least depth of K one split covers. At 128 a v10 block reads (16 + 128) x 128 words of
-/// A and B and writes and rereads 16 x 128 partial words: the partials add at most 22%.
+/// A and B and writes and rereads 16 x 128 partial words (the partials add at most 22% to its
+/// traffic); a v09 block does 128 x 128 x 128 FMAs per 2 x 128 x 128 partial words.
 pub const SPLIT_MIN_DEPTH: usize = 128;
 /// Most scratch words one launch's partials take (256 MiB): C larger than this over two
 /// splits is not split, and batches whose partials exceed it run in several launches.
 pub const SPLIT_SCRATCH_WORDS: usize = 1 << 26;
 
+/// The blocks of `version` a split launch aims for: those [`SPLIT_SMS`] SMs hold at once
+/// (`Tiling::blocks_per_sm` each: v09 2, v10 3), so it runs in one wave rather than a full
+/// wave and a thin one.
+pub fn split_target(version: &GemmVersion) -> usize {
+    SPLIT_SMS * (version.tiling.blocks_per_sm.max(1) as usize)
+}
+
 /// The depth of K each block covers when `version` runs `g`, or 0 for no split: `version` must
-/// be split-K ([`GemmVersion::sum`]) and its tiles fewer than [`SPLIT_TARGET_BLOCKS`]; it
-/// then makes up to `ceil(SPLIT_TARGET_BLOCKS / tiles)` splits of at least
-/// [`SPLIT_MIN_DEPTH`] each (fewer when the partials would pass [`SPLIT_SCRATCH_WORDS`]),
-/// each split a whole number of k-steps. Two splits or more, or none.
+/// be split-K ([`GemmVersion::sum`]); it then makes `floor(split_target / tiles)` splits (so
+/// shapes with more than half a wave of tiles are not split), at most one per
+/// [`SPLIT_MIN_DEPTH`] depths and fewer when the partials would pass
+/// [`SPLIT_SCRATCH_WORDS`], each split a whole number of k-steps. Two splits or more, or none.
 pub fn split_depth(version: &GemmVersion, g: &Gemm) -> usize {
     let t = version.tiling;
     let tiles = tiles(t, g);
     if version.sum.is_none() || tiles == 0 {
         return 0;
     }
-    let splits = (g.k / SPLIT_MIN_DEPTH)
-        .min(SPLIT_TARGET_BLOCKS.div_ceil(tiles))
-        .min(SPLIT_SCRATCH_WORDS / g.m.saturating_mul(g.n));
+    let splits =
+        (g.k / SPLIT_MIN_DEPTH).min(split_target(version) / tiles).min(SPLIT_SCRATCH_WORDS / g.m.saturating_mul(g.n));
     if splits < 2 {
         return 0;
     }
-    // Fewer than `steps` splits (K >= 2 x 128 depths of 32), so each covers less than K.
+    // Fewer than `steps` splits (K >= 2 x 128 depths of 16 or 32), so each covers less than K.
     g.k.div_ceil(t.bk as usize).div_ceil(splits) * t.bk as usize
 }
 

@@ -139,8 +139,8 @@ fn interior_tiles_every_layout() {
     }
 }
 
-/// The default by shape: few rows -> split-K, few columns -> v03, few large tiles over a long
-/// K -> split-K, the rest -> the large-shape version.
+/// The default by shape: few rows -> split-K, few columns -> v03, fewer than 96 rows -> split-K,
+/// the rest -> the large-shape version (which splits K itself when its tiles are few).
 #[test]
 fn default_version_by_shape() {
     let (large, split, skinny) = (gemm::LARGE_VERSION, gemm::SPLIT_VERSION, gemm::SKINNY_VERSION);
@@ -148,12 +148,16 @@ fn default_version_by_shape() {
         (16, 4096, 4096, split),
         (1, 1, 1, split),
         (31, 4096, 64, split),
+        (16, 16, 4096, split),
         (4096, 31, 64, skinny),
         (4096, 16, 4096, skinny),
+        (40, 16, 4096, skinny),
         (32, 32, 4096, split),
-        (256, 256, 65536, split),
+        (32, 32, 255, split),
         (64, 4096, 4096, split),
-        (32, 32, 255, large),
+        (95, 4096, 4096, split),
+        (96, 4096, 4096, large),
+        (256, 256, 65536, large),
         (1024, 1024, 1024, large),
         (1024, 1024, 65536, large),
         (4096, 4096, 64, large),
@@ -165,12 +169,15 @@ fn default_version_by_shape() {
     }
 }
 
-/// How split-K divides K: the skinny benchmark shape makes 32 tiles x 12 splits of 352 depths
-/// (384 blocks); shapes with enough tiles, or too little K, are not split; splits are whole
-/// k-steps, at least two, each shorter than K; versions without a sum kernel never split.
+/// How split-K divides K: the skinny benchmark shape makes 32 v10 tiles x 12 splits of 352
+/// depths (384 blocks, 3 per SM), 1024^3 64 v09 tiles x 4 splits of 256 (256 blocks, 2 per
+/// SM); shapes with enough tiles, or too little K, are not split; splits are whole k-steps, at
+/// least two, each shorter than K; versions without a sum kernel never split.
 #[test]
 fn split_depth_by_shape() {
     let split = gemm::version(gemm::SPLIT_VERSION).unwrap();
+    let large = gemm::version(gemm::LARGE_VERSION).unwrap();
+    assert_eq!((gemm::split_target(split), gemm::split_target(large)), (396, 264));
     let depth = |m, n, k| gemm::split_depth(split, &Gemm::new(m, n, k));
     assert_eq!(depth(16, 4096, 4096), 352);
     assert_eq!(depth(256, 256, 65536), 5472, "32 tiles: 12 splits");
@@ -180,17 +187,34 @@ fn split_depth_by_shape() {
     assert_eq!(depth(0, 4096, 4096), 0, "nothing to split");
     assert_eq!(depth(16, 4096, 4096), gemm::split_depth(split, &Gemm::new(16, 4096, 4096).batched(1)));
     assert_eq!(depth(16, 4096, 4096) * 2, gemm::split_depth(split, &Gemm::new(16, 4096, 4096).batched(2)));
-    for (m, n, k) in [(1, 1, 256), (16, 4096, 4096), (40, 700, 1000), (16, 128, 1 << 20), (100, 100, 3333)] {
-        let d = depth(m, n, k);
-        assert!(d > 0 && d.is_multiple_of(split.tiling.bk as usize) && d < k, "{m} x {n} x {k}: depth {d}");
-        assert!(k.div_ceil(d) <= gemm::SPLIT_TARGET_BLOCKS, "{m} x {n} x {k}: {} splits", k.div_ceil(d));
+    let large_depth = |m, n, k| gemm::split_depth(large, &Gemm::new(m, n, k));
+    assert_eq!(large_depth(1024, 1024, 1024), 256, "64 tiles: 4 splits");
+    assert_eq!(large_depth(1024, 1024, 65536), 16384, "64 tiles: 4 splits");
+    assert_eq!(large_depth(1280, 1280, 4096), 2048, "100 tiles: 2 splits");
+    assert_eq!(large_depth(1536, 1536, 4096), 0, "144 tiles: more than half a wave, no split");
+    assert_eq!(large_depth(2048, 2048, 2048), 0, "256 tiles: no split");
+    for (v, (m, n, k)) in [
+        (split, (1, 1, 256)),
+        (split, (16, 4096, 4096)),
+        (split, (40, 700, 1000)),
+        (split, (16, 128, 1 << 20)),
+        (split, (100, 100, 3333)),
+        (large, (1000, 1000, 1000)),
+        (large, (129, 129, 257)),
+        (large, (300, 5000, 1 << 20)),
+    ] {
+        let d = gemm::split_depth(v, &Gemm::new(m, n, k));
+        assert!(d > 0 && d.is_multiple_of(v.tiling.bk as usize) && d < k, "{v:?} {m} x {n} x {k}: depth {d}");
+        let blocks = k.div_ceil(d) * m.div_ceil(v.tiling.bm as usize) * n.div_ceil(v.tiling.bn as usize);
+        assert!(blocks <= gemm::split_target(v), "{v:?} {m} x {n} x {k}: {blocks} blocks");
     }
-    let large = gemm::version(gemm::LARGE_VERSION).unwrap();
-    assert_eq!(gemm::split_depth(large, &Gemm::new(16, 4096, 4096)), 0, "only split-K versions split");
+    let v08 = gemm::version("v08_double_buffer").unwrap();
+    assert_eq!(gemm::split_depth(v08, &Gemm::new(1024, 1024, 1024)), 0, "only split-K versions split");
 }
 
-fn split_version() -> &'static GemmVersion {
-    VERSIONS.iter().find(|v| v.sum.is_some()).expect("the ladder has a split-K version")
+/// The versions that split K (v09, v10).
+fn split_versions() -> impl Iterator<Item = &'static GemmVersion> {
+    VERSIONS.iter().filter(|v| v.sum.is_some())
 }
 
 proptest! {
@@ -211,13 +235,14 @@ proptest! {
         offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
         seed in any::<u64>(),
     ) {
-        let v = split_version();
         let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
-        let depth = steps * v.tiling.bk as usize;
-        for ctx in common::property_backends("gemm_split_k_matches_reference", common::cases(CASES / 2)) {
-            let r = verify::gemm_split_with(&ctx, &case, v, depth)
-                .unwrap_or_else(|e| panic!("k_split {depth} {case:?} on {}: {e}", ctx.backend()));
-            prop_assert!(r.passed(), "k_split {depth} {case:?} on {}: {r}", ctx.backend());
+        for v in split_versions() {
+            let depth = steps * v.tiling.bk as usize;
+            for ctx in common::property_backends("gemm_split_k_matches_reference", common::cases(CASES / 2)) {
+                let r = verify::gemm_split_with(&ctx, &case, v, depth)
+                    .unwrap_or_else(|e| panic!("{v:?} k_split {depth} {case:?} on {}: {e}", ctx.backend()));
+                prop_assert!(r.passed(), "{v:?} k_split {depth} {case:?} on {}: {r}", ctx.backend());
+            }
         }
     }
 }
@@ -252,13 +277,34 @@ fn split_k_by_default_on_a_skinny_shape() {
     }
 }
 
+/// Split tiles wholly inside C (the unguarded loads, which start at the split's first depth)
+/// beside edge tiles, every layout, K ending in a partial k-step: each split version against
+/// the reference, at two split depths. Every leading dimension and stride is a multiple of 4,
+/// so the interior tiles take the 16-byte path.
+#[test]
+fn split_k_on_interior_tiles() {
+    for ctx in common::backends("gemm_split_k_on_interior_tiles") {
+        for v in split_versions() {
+            let (bm, bn, bk) = (v.tiling.bm as usize, v.tiling.bn as usize, v.tiling.bk as usize);
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                for steps in [1, 3] {
+                    let g = problem(2 * bm, bn + 12, 7 * bk + 4, ta, tb, 2, 0, 0.5, 1.5);
+                    let case = GemmCase { gemm: g, seed: 5, offset: 0 };
+                    let r = verify::gemm_split_with(&ctx, &case, v, steps * bk).unwrap();
+                    assert!(r.passed(), "{v:?} k_split {} {case:?} on {}: {r}", steps * bk, ctx.backend());
+                }
+            }
+        }
+    }
+}
+
 /// Split-K batches over several launches (here one batch of 3 splits per launch, 5 launches)
 /// give the bits of one launch; a depth that is not whole k-steps, and a split asked of a
 /// version without a sum kernel, are refused.
 #[test]
 fn split_k_batches_over_launches_and_bad_depths() {
     let ctx = Context::emulator();
-    let v = split_version();
+    let v = gemm::version(gemm::SPLIT_VERSION).unwrap();
     let g = problem(20, 70, 150, false, true, 5, 1, 0.5, 1.0);
     let a: Vec<f32> = (0..g.a_len()).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
     let b: Vec<f32> = (0..g.b_len()).map(|i| ((i * 13) % 11) as f32 * 0.5 - 2.5).collect();

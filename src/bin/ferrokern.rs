@@ -2132,10 +2132,11 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
     let mut checked = Vec::new();
     for v in VERSIONS {
         let mut good = true;
-        // A split-K version also on a shape it splits (7 splits of 160).
-        let split_case = v.sum.is_some().then_some((16, 257, 1000));
+        // A split-K version also on shapes it splits (7 splits each: edge tiles only, then
+        // interior tiles beside edge ones).
+        let split_cases: &[_] = if v.sum.is_some() { &[(16, 257, 1000), (256, 260, 1000)] } else { &[] };
         for ((m, n, k), (ta, tb)) in std::iter::once((131, 257, 67))
-            .chain(split_case)
+            .chain(split_cases.iter().copied())
             .flat_map(|s| [(Trans::N, Trans::N), (Trans::T, Trans::T)].map(|t| (s, t)))
         {
             let g = Gemm::new(m, n, k).transposed(ta, tb).scaled(1.0, 0.5);

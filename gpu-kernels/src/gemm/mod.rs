@@ -14,6 +14,10 @@
 //! | [`v09_unrolled`] | the k-step unrolled (shared reads a depth ahead), unguarded loads for interior tiles, two blocks per SM declared |
 //! | [`v10_split_k`] | split-K for C too small to fill the GPU: 16 x 128 tiles, K divided between blocks, partials summed in a fixed order |
 //!
+//! [`split_k`] is not a rung: it holds the split-K mechanism v10 introduced (a block's range of
+//! K, where its partial goes, the kernel that sums the partials), which v09 uses too when its
+//! 128 x 128 tiles are too few to fill the GPU.
+//!
 //! # Semantics (every version)
 //! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
 //! batches are strided (`stride_*` elements between consecutive matrices, 0 broadcasts).
@@ -23,8 +27,9 @@
 //!
 //! # Thread mapping
 //! Block `(x, y, z)` owns the `BM x BN` tile of C at rows `y * BM`, columns `x * BN`, of
-//! batch `batch_base + z` (v10 with a split: a depth range of that tile, see its docs). Blocks
-//! are 1-D (`Tiling::threads` threads); each version documents how its threads split the tile.
+//! batch `batch_base + z` (v09 and v10 with a split: a depth range of that tile, see
+//! [`split_k`]). Blocks are 1-D (`Tiling::threads` threads); each version documents how its
+//! threads split the tile.
 //!
 //! # Tiling
 //! One [`Tiling`] per version, a `const` checked at compile time ([`Tiling::check`]); the
@@ -43,6 +48,7 @@ use crate::device::thread::{block_idx_x, block_idx_y, block_idx_z};
 use crate::device::{Global, GlobalMut, Shared};
 
 pub mod bug_no_edge_guard;
+pub mod split_k;
 pub mod v01_naive;
 pub mod v02_coalesced;
 pub mod v03_smem;
@@ -103,8 +109,9 @@ pub struct GemmParams {
     pub vec_a: u32,
     /// Nonzero: B may be read in 16-byte chunks.
     pub vec_b: u32,
-    /// v10 only (0 everywhere else): nonzero splits K into ranges of this many depths, one
-    /// per block of grid z, and makes `c` the partial-sum scratch ([`v10_split_k`]).
+    /// Split-K versions only (v09, v10; 0 everywhere else): nonzero splits K into ranges of
+    /// this many depths, one per block of grid z, and makes `c` the partial-sum scratch
+    /// ([`split_k`]).
     pub k_split: u32,
     /// Elements between consecutive matrices of a batch.
     pub stride_a: u64,
@@ -516,8 +523,8 @@ crate::kernels! {
     GEMM_V09_UNROLLED = gemm_v09_unrolled(P) => v09_unrolled::run;
     /// v10: 16 x 128 tiles over a range of K each (split-K partials, or C when unsplit).
     GEMM_V10_SPLIT_K = gemm_v10_split_k(P) => v10_split_k::run;
-    /// v10's second kernel: sums a C tile's split-K partials in split order into C.
-    GEMM_V10_SPLIT_K_SUM = gemm_v10_split_k_sum(v10_split_k::SplitSumParams) => v10_split_k::sum;
+    /// The second kernel of a split (v09, v10): sums a C tile's partials in split order into C.
+    GEMM_SPLIT_K_SUM = gemm_split_k_sum(split_k::SplitSumParams) => split_k::sum;
     /// A deliberately broken v03 without edge guards: the harness must reject it.
     GEMM_BUG_NO_EDGE_GUARD = gemm_bug_no_edge_guard(P) => bug_no_edge_guard::run;
 }
@@ -531,7 +538,7 @@ pub struct GemmVersion {
     pub tiling: Tiling,
     /// Split-K versions: the kernel that sums the partials into C (the launcher then splits K
     /// when the shape calls for it; see `ferrokern::gemm::split_depth`). None for the others.
-    pub sum: Option<&'static crate::KernelDef<v10_split_k::SplitSumParams>>,
+    pub sum: Option<&'static crate::KernelDef<split_k::SplitSumParams>>,
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -567,20 +574,25 @@ pub const VERSIONS: &[GemmVersion] = &[
         tiling: v08_double_buffer::TILING,
         sum: None,
     },
-    GemmVersion { name: "v09_unrolled", kernel: &GEMM_V09_UNROLLED, tiling: v09_unrolled::TILING, sum: None },
+    GemmVersion {
+        name: "v09_unrolled",
+        kernel: &GEMM_V09_UNROLLED,
+        tiling: v09_unrolled::TILING,
+        sum: Some(&GEMM_SPLIT_K_SUM),
+    },
     GemmVersion {
         name: "v10_split_k",
         kernel: &GEMM_V10_SPLIT_K,
         tiling: v10_split_k::TILING,
-        sum: Some(&GEMM_V10_SPLIT_K_SUM),
+        sum: Some(&GEMM_SPLIT_K_SUM),
     },
 ];
 
 /// Threads per block of `name` if it is a GEMM kernel (a rung or the broken variant).
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn launch_threads(name: &str) -> Option<u32> {
-    if name == GEMM_V10_SPLIT_K_SUM.name {
-        return Some(v10_split_k::SUM_THREADS);
+    if name == GEMM_SPLIT_K_SUM.name {
+        return Some(split_k::SUM_THREADS);
     }
     VERSIONS.iter().chain([&BUG_NO_EDGE_GUARD]).find(|v| v.kernel.name == name).map(|v| v.tiling.threads())
 }

@@ -17,8 +17,14 @@
 //! A block is interior when its whole C tile lies inside `M x N` and both operands allow
 //! 16-byte loads; its first `K / 16` k-steps then load unguarded chunks, and the partial last
 //! k-step (and every k-step of an edge block) takes v08's guarded loads.
+//!
+//! # Split
+//! When the tiles are too few to fill the GPU (1024^3 makes 64 for 132 SMs), the launcher
+//! splits K between blocks as for v10 ([`super::split_k`]): the block covers one range of
+//! depths and writes its partial tile to scratch.
 
-use super::{F32x4, GemmParams, Interior, Tiling, batch_bases, block_origin, outer_product, put_stage, unroll8};
+use super::split_k::{self, Range};
+use super::{F32x4, GemmParams, Interior, Tiling, block_origin, outer_product, put_stage, unroll8};
 use super::{v07_warptile, v08_double_buffer as v08};
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
@@ -56,18 +62,21 @@ fn compute(a_s4: Shared<F32x4>, b_s4: Shared<F32x4>, row0: u32, col0: u32, acc: 
 
 #[inline(always)]
 pub fn run(p: GemmParams) {
-    let (ba, bb, bc) = batch_bases(&p);
     let (i0, j0) = block_origin(BM, BN);
     let t = thread_idx_x();
     let (row0, col0) = v07_warptile::lane_origin(t);
     let mut acc = [[0.0f32; TN]; TM];
-    let steps = p.k.div_ceil(BK);
+    let r = Range::of_block(&p);
+    let (ba, bb, k_begin) = (r.ba, r.bb, r.k_begin);
+    let depth = r.depth();
+    let steps = depth.div_ceil(BK);
     let interior = p.vec_a != 0 && p.vec_b != 0 && i0 + BM <= p.m && j0 + BN <= p.n;
     // k-steps whose chunks all lie inside A and B (block-uniform).
-    let whole = if interior { p.k / BK } else { 0 };
-    let lean = Interior::<{ v08::CH_A }, { v08::CH_B }>::new(TILING, &p, ba, bb, i0, j0, 0, t);
-    let fetch =
-        |s: u32| if s < whole { lean.fetch(TILING, &p, s, t) } else { v08::fetch(&p, ba, bb, i0, j0, s * BK, t) };
+    let whole = if interior { depth / BK } else { 0 };
+    let lean = Interior::<{ v08::CH_A }, { v08::CH_B }>::new(TILING, &p, ba, bb, i0, j0, k_begin, t);
+    let fetch = |s: u32| {
+        if s < whole { lean.fetch(TILING, &p, s, t) } else { v08::fetch(&p, ba, bb, i0, j0, k_begin + s * BK, t) }
+    };
     if steps > 0 {
         let (sa, sb) = fetch(0);
         put_stage(TILING, &p, 0, &sa, &sb);
@@ -87,5 +96,6 @@ pub fn run(p: GemmParams) {
         sync_threads();
         s += 1;
     }
-    v07_warptile::store(&p, bc, i0, j0, row0, col0, &acc);
+    let (out, bc) = split_k::output(&p);
+    v07_warptile::store(&out, bc, i0, j0, row0, col0, &acc);
 }

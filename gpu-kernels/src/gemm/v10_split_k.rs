@@ -20,23 +20,20 @@
 //! tile's whole k-steps load without edge guards, as v09's ([`super::Interior`]).
 //!
 //! # Split
-//! `p.k_split == 0`: the block covers all of K and writes `alpha * acc + beta * C`, as every
-//! other version. Otherwise grid z counts `batches x splits` (`splits = ceil(K / k_split)`,
-//! `blockIdx.z = batch * splits + split`), the block covers depths `split * k_split ..` up to
-//! `k_split` further (a multiple of the k-step, so only the last split has a partial one), and
-//! `p.c` is the scratch: partial tile `blockIdx.z` goes, as is, to `blockIdx.z * stride_c +
-//! i * ldc + j`. The launcher then runs [`sum`] over the partials.
+//! As [`super::split_k`] describes: `p.k_split == 0` covers all of K and writes C; otherwise
+//! the block covers one range of K and writes its partial tile to the scratch, which
+//! [`super::split_k::sum`] adds into C.
 
+use super::split_k::{self, Range};
 use super::{
-    F32x4, GemmParams, Interior, Tiling, batch_bases_at, block_origin, chunks_per_thread, fetch_stage, outer_product,
-    put_stage, store_c, unroll8,
+    F32x4, GemmParams, Interior, Tiling, block_origin, chunks_per_thread, fetch_stage, outer_product, put_stage,
+    store_c, unroll8,
 };
-use crate::device::math;
-use crate::device::thread::{block_idx_x, block_idx_z, sync_threads, thread_idx_x};
-use crate::device::{Global, GlobalMut, Shared, WARP_SIZE};
+use crate::device::thread::{sync_threads, thread_idx_x};
+use crate::device::{Shared, WARP_SIZE};
 
 pub const TILING: Tiling =
-    Tiling { bm: 16, bn: 128, bk: 32, tm: 4, tn: 4, wm: 0, wn: 0, wniter: 1, stages: 2, blocks_per_sm: 0 }.check();
+    Tiling { bm: 16, bn: 128, bk: 32, tm: 4, tn: 4, wm: 0, wn: 0, wniter: 1, stages: 2, blocks_per_sm: 3 }.check();
 
 const BM: u32 = TILING.bm;
 const BN: u32 = TILING.bn;
@@ -69,19 +66,9 @@ pub fn run(p: GemmParams) {
     let t = thread_idx_x();
     let (i0, j0) = block_origin(BM, BN);
     let (row0, col0) = ((t / WARP_SIZE) * TM as u32, (t % WARP_SIZE) * TN as u32);
-    let z = block_idx_z();
-    // The block's batch and depth range; with a split, the partial goes to scratch matrix z.
-    let (batch, k_begin, k_end) = if p.k_split == 0 {
-        (p.batch_base + z, 0, p.k)
-    } else {
-        // `max(1)` and `saturating_sub` below only keep a launcher bug from dividing by 0 or
-        // wrapping: the launcher splits only K > k_split, so every split is nonempty.
-        let splits = p.k.div_ceil(p.k_split).max(1);
-        let k_begin = (z % splits) * p.k_split;
-        (p.batch_base + z / splits, k_begin, p.k.min(k_begin + p.k_split))
-    };
-    let (ba, bb, bc) = batch_bases_at(&p, batch);
-    let depth = k_end.saturating_sub(k_begin);
+    let r = Range::of_block(&p);
+    let (ba, bb, k_begin) = (r.ba, r.bb, r.k_begin);
+    let depth = r.depth();
     let steps = depth.div_ceil(BK);
     // As v09: an interior tile's whole k-steps load their chunks without edge guards.
     let interior = p.vec_a != 0 && p.vec_b != 0 && i0 + BM <= p.m && j0 + BN <= p.n;
@@ -113,69 +100,10 @@ pub fn run(p: GemmParams) {
         sync_threads();
         s += 1;
     }
-    // A partial is stored as is (alpha 1, beta 0: C's old value is [`sum`]'s business).
-    let (out, base) = if p.k_split == 0 {
-        (p, bc)
-    } else {
-        (GemmParams { alpha: 1.0, beta: 0.0, ..p }, z as usize * p.stride_c as usize)
-    };
-    unroll8!(r < TM => {
+    let (out, base) = split_k::output(&p);
+    unroll8!(i < TM => {
         unroll8!(c < TN => {
-            store_c(&out, base, i0 + row0 + r as u32, j0 + col0 + c as u32, acc[r][c]);
+            store_c(&out, base, i0 + row0 + i as u32, j0 + col0 + c as u32, acc[i][c]);
         });
     });
-}
-
-/// Threads per block of [`sum`].
-pub const SUM_THREADS: u32 = 256;
-
-/// The parameters of [`sum`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct SplitSumParams {
-    pub m: u32,
-    pub n: u32,
-    pub ldc: u32,
-    /// Partial matrices per batch (the `splits` of [`run`]).
-    pub splits: u32,
-    /// The batch of `blockIdx.z = 0`.
-    pub batch_base: u32,
-    pub _pad: u32,
-    pub stride_c: u64,
-    pub alpha: f32,
-    pub beta: f32,
-    /// The partials, packed `m x n` matrices: matrix `z * splits + s` holds split `s` of batch
-    /// `batch_base + z`.
-    pub part: Global<f32>,
-    pub c: GlobalMut<f32>,
-}
-
-/// `C = alpha * (partial 0 + partial 1 + ...) + beta * C`, the partials added in split order;
-/// `beta = 0` does not read C. One thread per element of C: block `(x, 0, z)` covers elements
-/// `x * SUM_THREADS ..` of batch `batch_base + z` in row-major order (the partials are read
-/// in full lines; C's rows too unless `ldc` pads them).
-///
-/// # Safety (launcher)
-/// `part` holds `grid z x splits` packed `m x n` matrices, `c` every element of those batches
-/// of C, grid x is `ceil(m n / SUM_THREADS)` and `splits >= 1`.
-#[inline(always)]
-pub fn sum(p: SplitSumParams) {
-    let e = block_idx_x() as usize * SUM_THREADS as usize + thread_idx_x() as usize;
-    let mn = p.m as usize * p.n as usize;
-    if e >= mn {
-        return;
-    }
-    let z = block_idx_z() as usize;
-    let first = z * p.splits as usize * mn + e;
-    let mut acc = p.part.load(first);
-    let mut s = 1;
-    while s < p.splits as usize {
-        acc += p.part.load(first + s * mn);
-        s += 1;
-    }
-    let (i, j) = (e / p.n as usize, e % p.n as usize);
-    let at = (p.batch_base as usize + z) * p.stride_c as usize + i * p.ldc as usize + j;
-    let ab = p.alpha * acc;
-    let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
-    p.c.store(at, v);
 }
