@@ -415,13 +415,15 @@ pub fn plot_svg(title: &str, rows: &[Measurement]) -> String {
     s
 }
 
-/// GEMM shapes the bench measures (m, n, k): squares, a skinny M (decode-like), a short K.
+/// GEMM shapes the bench measures (m, n, k): squares, a skinny M (decode-like), the same
+/// skinny in N (which `gemm()` runs as its transpose), a short K.
 pub const GEMM_SHAPES: &[(usize, usize, usize)] = &[
     (1024, 1024, 1024),
     (2048, 2048, 2048),
     (4096, 4096, 4096),
     (8192, 8192, 8192),
     (16, 4096, 4096),
+    (4096, 16, 4096),
     (4096, 4096, 64),
 ];
 
@@ -429,7 +431,8 @@ pub const GEMM_SHAPES: &[(usize, usize, usize)] = &[
 /// when cuBLAS is not available).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct GemmMeasurement {
-    pub version: &'static str,
+    /// The version, or for the public `gemm()` what it ran ([`gemm_default`]).
+    pub version: String,
     pub shape: String,
     pub median_ms: f64,
     pub min_ms: f64,
@@ -531,12 +534,22 @@ where
     Ok(GemmMeasurement::new(GemmWorkload::<T>::name(version), &w.gemm, med, min, cublas_ms))
 }
 
+/// Times the public f32 [`crate::gemm::gemm`] on `w`'s shape, as users call it: its row reads
+/// `gemm() <version>`, with `^T` when its [`crate::gemm::plan`] runs the transpose.
+pub fn gemm_default(ctx: &Context, w: &mut GemmWorkload<f32>, cublas_ms: Option<f64>) -> Result<GemmMeasurement> {
+    let plan = crate::gemm::plan(&w.gemm);
+    let (g, a, b) = (w.gemm, &w.a, &w.b);
+    let (med, min) = time_gemm(ctx, || crate::gemm::gemm(ctx, &g, a.as_view(), b.as_view(), w.c.as_view_mut()))?;
+    let label = format!("gemm() {}{}", plan.version.name, if plan.swapped { "^T" } else { "" });
+    Ok(GemmMeasurement::new(label, &g, med, min, cublas_ms))
+}
+
 impl GemmMeasurement {
     /// The row of `version` on `g` from its median and min and cuBLAS's median.
-    fn new(version: &'static str, g: &crate::gemm::Gemm, med: f64, min: f64, cublas_ms: Option<f64>) -> Self {
+    fn new(version: impl Into<String>, g: &crate::gemm::Gemm, med: f64, min: f64, cublas_ms: Option<f64>) -> Self {
         let tf = |ms: f64| g.flops() / (ms * 1e9);
         GemmMeasurement {
-            version,
+            version: version.into(),
             shape: format!("{}x{}x{}", g.m, g.n, g.k),
             median_ms: med,
             min_ms: min,

@@ -137,6 +137,10 @@ impl Cublas {
             return Err(Error::invalid(OP, "the cuBLAS baseline runs one matrix; pass batch = 1"));
         }
         g.check(a.len(), b.len(), c.len())?;
+        if g.trans_c.is_t() {
+            // C^T row-major is C column-major: cuBLAS's own layout, reached by the same swap.
+            return self.sgemm(&g.swapped(), b, a, c);
+        }
         let dims = [g.m, g.n, g.k, g.lda.max(1), g.ldb.max(1), g.ldc.max(1)];
         if dims.iter().any(|&d| d > i32::MAX as usize) {
             return Err(Error::invalid(OP, "cuBLAS takes 32-bit sizes and leading dimensions"));
@@ -186,8 +190,8 @@ impl Cublas {
         let Some(gemm_ex) = self.gemm_ex else {
             return Err(Error::invalid(OP, format!("{} has no cublasGemmEx", self.path)));
         };
-        if g.batch != 1 || g.trans_a.is_t() || g.trans_b.is_t() {
-            return Err(Error::invalid(OP, "the cublasGemmEx baseline runs one NN matrix"));
+        if g.batch != 1 || g.trans_a.is_t() || g.trans_b.is_t() || g.trans_c.is_t() {
+            return Err(Error::invalid(OP, "the cublasGemmEx baseline runs one NN matrix with row-major C"));
         }
         let dims = [g.m, g.n, g.k, g.lda.max(1), g.ldb.max(1), g.ldc.max(1)];
         if dims.iter().any(|&d| d > i32::MAX as usize) {

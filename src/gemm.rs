@@ -1,6 +1,7 @@
 //! `gemm`: `C = alpha * op(A) * op(B) + beta * C` over f32, row-major with leading dimensions,
 //! `op` in {N, T} per operand, strided batches. Kernels: `gpu-kernels/src/gemm/` (a ladder of
-//! versions, all in [`VERSIONS`]); [`gemm`] runs the one [`default_version`] picks.
+//! versions, all in [`VERSIONS`]); [`gemm`] runs the one [`plan`] picks, on the problem or on
+//! its transpose.
 //!
 //! Semantics: any `M, N, K >= 0`, no multiple of a tile required. `K = 0` gives `beta * C`;
 //! `M = 0`, `N = 0` or `batch = 0` succeeds and launches nothing; `beta = 0` writes
@@ -34,7 +35,8 @@ impl Trans {
 /// One GEMM problem: shapes, layouts (row-major, leading dimensions in elements), batches
 /// (`stride_*` elements between consecutive matrices; 0 reuses one matrix) and scalars.
 ///
-/// A is stored `M x K` (`trans_a = N`) or `K x M` (`T`), B `K x N` or `N x K`, C `M x N`.
+/// A is stored `M x K` (`trans_a = N`) or `K x M` (`T`), B `K x N` or `N x K`, C `M x N` or,
+/// with `trans_c = T`, `N x M` (C^T row-major, which is C column-major, as BLAS stores it).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gemm {
     pub m: usize,
@@ -42,6 +44,7 @@ pub struct Gemm {
     pub k: usize,
     pub trans_a: Trans,
     pub trans_b: Trans,
+    pub trans_c: Trans,
     pub lda: usize,
     pub ldb: usize,
     pub ldc: usize,
@@ -62,6 +65,7 @@ impl Gemm {
             k,
             trans_a: Trans::N,
             trans_b: Trans::N,
+            trans_c: Trans::N,
             lda: k,
             ldb: n,
             ldc: n,
@@ -80,6 +84,39 @@ impl Gemm {
         g.lda = g.a_dims().1;
         g.ldb = g.b_dims().1;
         g
+    }
+
+    /// The same problem with C stored transposed (`T`) or not, packed.
+    pub fn with_trans_c(self, trans_c: Trans) -> Self {
+        let mut g = Gemm { trans_c, ..self };
+        g.ldc = g.c_dims().1;
+        g
+    }
+
+    /// The same product written as its transpose, `C^T = op(B)^T op(A)^T`: `m` and `n`
+    /// exchanged, B in A's place and A in B's (their leading dimensions and strides with
+    /// them), every transpose flag flipped. The same memory is read and written, so run it
+    /// with B's view passed as A and A's as B. Swapping twice gives `self` back.
+    pub fn swapped(&self) -> Self {
+        let flip = |t: Trans| if t.is_t() { Trans::N } else { Trans::T };
+        Gemm {
+            m: self.n,
+            n: self.m,
+            trans_a: flip(self.trans_b),
+            trans_b: flip(self.trans_a),
+            trans_c: flip(self.trans_c),
+            lda: self.ldb,
+            ldb: self.lda,
+            stride_a: self.stride_b,
+            stride_b: self.stride_a,
+            ..*self
+        }
+    }
+
+    /// Where element `(i, j)` of matrix `z` of C is in C's view.
+    pub fn c_index(&self, z: usize, i: usize, j: usize) -> usize {
+        let (r, c) = if self.trans_c.is_t() { (j, i) } else { (i, j) };
+        z * self.stride_c + r * self.ldc + c
     }
 
     /// `batch` packed matrices per operand.
@@ -103,7 +140,7 @@ impl Gemm {
         if self.trans_b.is_t() { (self.n, self.k) } else { (self.k, self.n) }
     }
     pub fn c_dims(&self) -> (usize, usize) {
-        (self.m, self.n)
+        if self.trans_c.is_t() { (self.n, self.m) } else { (self.m, self.n) }
     }
 
     /// Elements one stored matrix spans (0 when it is empty). Saturates on overflow, which
@@ -204,11 +241,10 @@ pub const MAX_GRID_Z: usize = 65_535;
 /// The most blocks on grid y (tiles of M).
 const MAX_GRID_Y: usize = 65_535;
 
-/// Below this many rows of C, [`default_version`] takes [`SPLIT_VERSION`] whatever the
-/// columns; below this many columns (and at least this many rows), [`SKINNY_VERSION`].
+/// C with fewer rows than this takes [`SPLIT_VERSION`] whatever its columns; C with fewer
+/// columns than this (and at least this many rows) runs as its transpose ([`plan`]), so its
+/// columns become the 16 rows of [`SPLIT_VERSION`]'s tiles.
 pub const SKINNY_BELOW: usize = 32;
-/// The version for C with fewer than [`SKINNY_BELOW`] columns: 32 x 32 tiles.
-pub const SKINNY_VERSION: &str = "v03_smem";
 /// The version for C with fewer than [`SPLIT_BELOW_ROWS`] rows: 16-row tiles, K split between
 /// blocks when the tiles are too few to fill the GPU.
 pub const SPLIT_VERSION: &str = "v10_split_k";
@@ -220,28 +256,42 @@ pub const LARGE_VERSION: &str = "v09_unrolled";
 /// (42%), while v10's 16-row tiles keep all of them from 16 rows on. Not yet measured.
 pub const SPLIT_BELOW_ROWS: usize = 96;
 
-/// The version [`gemm`] runs:
-/// - C with fewer than [`SKINNY_BELOW`] rows: [`SPLIT_VERSION`] (16-row tiles, K split
+/// How [`gemm`] runs a problem: `gemm` itself or, `swapped`, its transpose
+/// ([`Gemm::swapped`], launched with A's and B's views exchanged), with `version`.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub gemm: Gemm,
+    pub swapped: bool,
+    pub version: &'static GemmVersion,
+}
+
+/// The plan [`gemm`] follows for `g`. It runs the transpose when C has fewer than
+/// [`SKINNY_BELOW`] columns and at least that many rows (a 16 x 128 tile of v10 then spans
+/// 16 of C's columns and 128 of its rows, where it would otherwise compute 4 to 128 times
+/// the columns C has), or else, C not skinny either way, when C is stored transposed (so
+/// the kernel stores whole rows of memory); then [`default_version`] of what it runs.
+pub fn plan(g: &Gemm) -> Plan {
+    let swapped = if g.n < SKINNY_BELOW && g.m >= SKINNY_BELOW {
+        true
+    } else if g.m < SKINNY_BELOW && g.n >= SKINNY_BELOW {
+        false
+    } else {
+        g.trans_c.is_t()
+    };
+    let gemm = if swapped { g.swapped() } else { *g };
+    Plan { gemm, swapped, version: default_version(&gemm) }
+}
+
+/// The version for `g` as it is launched (after [`plan`] has chosen its orientation):
+/// - C with fewer than [`SPLIT_BELOW_ROWS`] rows: [`SPLIT_VERSION`] (16-row tiles, K split
 ///   between blocks). The H200 run of 2026-12-04 had v03 best at 16 x 4096 x 4096 (0.240 ms,
 ///   0.38 of cuBLAS; v08 0.480); v10 came after it and is not yet measured (the prediction is
 ///   in docs/gpu-session.md).
-/// - C with fewer than [`SKINNY_BELOW`] columns: [`SKINNY_VERSION`] (v10's 128-column tile
-///   would compute 4 to 128 times the columns C has; v03 is the skinny-row winner of that run
-///   turned on its side).
-/// - C with fewer than [`SPLIT_BELOW_ROWS`] rows: [`SPLIT_VERSION`] again.
 /// - Everything else: [`LARGE_VERSION`] (v08, the top rung measured on 2026-12-04, was fastest
 ///   at every square shape and at 4096 x 4096 x 64; v09 is not yet measured), which splits K
 ///   when its tiles are too few ([`split_depth`]: 1024^3 makes 64 tiles, run as 4 splits).
 pub fn default_version(g: &Gemm) -> &'static GemmVersion {
-    let name = if g.m < SKINNY_BELOW {
-        SPLIT_VERSION
-    } else if g.n < SKINNY_BELOW {
-        SKINNY_VERSION
-    } else if g.m < SPLIT_BELOW_ROWS {
-        SPLIT_VERSION
-    } else {
-        LARGE_VERSION
-    };
+    let name = if g.m < SPLIT_BELOW_ROWS { SPLIT_VERSION } else { LARGE_VERSION };
     version(name).expect("the default versions are in the ladder")
 }
 
@@ -313,7 +363,13 @@ pub trait GemmInput: crate::Scalar {
 
 impl GemmInput for f32 {
     fn gemm(ctx: &Context, g: &Gemm, a: BufRef<'_, f32>, b: BufRef<'_, f32>, c: BufMut<'_, f32>) -> Result<()> {
-        gemm_with(ctx, default_version(g), g, a, b, c)
+        let p = plan(g);
+        if !p.swapped {
+            return gemm_with(ctx, p.version, g, a, b, c);
+        }
+        // Checked as given first, so an error names the caller's operands, not the swap's.
+        g.check(a.len(), b.len(), c.len())?;
+        gemm_with(ctx, p.version, &p.gemm, b, a, c)
     }
 }
 
@@ -418,6 +474,8 @@ pub fn launch(
         vec_a: vec(a.addr(), g.lda, g.stride_a) as u32,
         vec_b: vec(b.addr(), g.ldb, g.stride_b) as u32,
         k_split: 0,
+        trans_c: g.trans_c.is_t() as u32,
+        _pad: 0,
         stride_a: g.stride_a as u64,
         stride_b: g.stride_b as u64,
         stride_c: g.stride_c as u64,
@@ -486,6 +544,7 @@ fn launch_split(
                 batch_base: done as u32,
                 k_split: depth as u32,
                 ldc: g.n as u32,
+                trans_c: 0,
                 stride_c: mn as u64,
                 alpha: 1.0,
                 beta: 0.0,
@@ -505,7 +564,7 @@ fn launch_split(
                 ldc: params.ldc,
                 splits: splits as u32,
                 batch_base: done as u32,
-                _pad: 0,
+                trans_c: params.trans_c,
                 stride_c: params.stride_c,
                 alpha: params.alpha,
                 beta: params.beta,

@@ -157,7 +157,13 @@ pub fn gemm_tc<T: TcInput>(
     b: BufRef<'_, T>,
     c: BufMut<'_, f32>,
 ) -> Result<()> {
-    gemm_tc_with(ctx, default_version(ctx, g, a.addr(), b.addr()), g, a, b, c)
+    // C stored transposed runs as C^T = op(B)^T op(A)^T ([`gemm_tc_planned`]): choose for that.
+    let v = if g.trans_c.is_t() {
+        default_version(ctx, &g.swapped(), b.addr(), a.addr())
+    } else {
+        default_version(ctx, g, a.addr(), b.addr())
+    };
+    gemm_tc_with(ctx, v, g, a, b, c)
 }
 
 /// As [`gemm_tc`], with a chosen version.
@@ -173,7 +179,8 @@ pub fn gemm_tc_with<T: TcInput>(
 }
 
 /// The general form: C of type `O` (f32, or the input type `T`), an [`Epilogue`], a chosen
-/// version. Transposed A (`K x M` as stored) and B (`N x K`) are supported; batches are not.
+/// version. Transposed A (`K x M` as stored) and B (`N x K`) are supported, and C stored
+/// transposed (`trans_c`) without a bias; batches are not.
 /// K is split across blocks as [`split_k`] decides for this device, and persistent versions
 /// run one block per SM ([`TcPlan::auto`]).
 pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
@@ -185,7 +192,8 @@ pub fn gemm_tc_ex<T: TcInput, O: Scalar>(
     c: BufMut<'_, O>,
     ep: &Epilogue<'_, O>,
 ) -> Result<()> {
-    gemm_tc_planned(ctx, version, g, a, b, c, ep, TcPlan::auto(version.config, g, sm_count(ctx)))
+    let runs = if g.trans_c.is_t() { g.swapped() } else { *g };
+    gemm_tc_planned(ctx, version, g, a, b, c, ep, TcPlan::auto(version.config, &runs, sm_count(ctx)))
 }
 
 /// As [`gemm_tc_ex`] with a chosen [`TcPlan`] (tests and tuning). Slices: 1 for any version;
@@ -240,6 +248,18 @@ pub fn gemm_tc_planned<T: TcInput, O: Scalar>(
     }
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
+    }
+    if g.trans_c.is_t() {
+        // The kernels store C row-major; C^T = op(B)^T op(A)^T is, in the same memory. The
+        // residual has C's layout, so it follows; a bias per column of C would become one per
+        // row of C^T, which the epilogue does not have.
+        if ep.bias.is_some() {
+            return Err(Error::invalid(
+                OP,
+                "a bias needs C stored row-major (trans_c = N): the epilogue adds it per column of the stored rows",
+            ));
+        }
+        return gemm_tc_planned(ctx, version, &g.swapped(), b, a, c, ep, plan);
     }
     let cfg = version.config;
     if let (Some(need), Some(info)) = (cfg.required_arch(), ctx.device_info())

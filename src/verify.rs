@@ -602,8 +602,8 @@ pub struct GemmCase {
     pub offset: usize,
 }
 
-/// What C holds outside its matrices (between rows when `ldc > n`, between batches): the
-/// kernel must leave it untouched, and the comparison demands it bit for bit.
+/// What C holds outside its matrices (between stored rows when `ldc` pads them, between
+/// batches): the kernel must leave it untouched, and the comparison demands it bit for bit.
 pub const GEMM_GAP: f32 = -7777.0;
 
 /// Runs `case` with `version`. Inputs are moderate and wide-magnitude finite values. C
@@ -684,7 +684,7 @@ fn gemm_check<T: Float, O: Float>(
         for z in 0..g.batch {
             for i in 0..g.m {
                 for j in 0..g.n {
-                    f(z, i, j, z * g.stride_c + i * g.ldc + j);
+                    f(z, i, j, g.c_index(z, i, j));
                 }
             }
         }
@@ -749,9 +749,10 @@ pub fn gemm_public<T: crate::gemm::GemmInput + Float>(ctx: &Context, case: &Gemm
     )
 }
 
-/// Runs `case` with the version [`crate::gemm::gemm`] ships.
+/// Runs `case` as [`crate::gemm::gemm`] does (its [`crate::gemm::plan`]: the version, on the
+/// problem or its transpose).
 pub fn gemm(ctx: &Context, case: &GemmCase) -> Result<Report> {
-    gemm_with(ctx, case, crate::gemm::default_version(&case.gemm))
+    gemm_public::<f32>(ctx, case)
 }
 
 /// Runs `case` on the tensor-core GEMM with inputs of type `T` (bf16, f16): random f32 values

@@ -233,6 +233,14 @@ fn verify_passes_gemm_tensor_cores_and_attention() {
         "gemm", "--m", "127", "--n", "129", "--k", "133", "--dtype", "f16", "--alpha", "1.5", "--beta", "-0.5",
     ]);
     assert_pass(&["gemm", "--m", "1", "--n", "255", "--k", "101", "--dtype", "bf16"]);
+    assert_pass(&["gemm", "--m", "40", "--n", "9", "--k", "33", "--dtype", "bf16", "--trans-c", "--beta", "0.5"]);
+    // f32 C with few columns runs as its transpose on the split-K version, stored either way.
+    for extra in [&[][..], &["--trans-c", "--trans-a"][..]] {
+        let args = [&["gemm", "--m", "100", "--n", "7", "--k", "300", "--beta", "1.5"][..], extra].concat();
+        assert_pass(&args);
+        let r = verify(&args);
+        assert!(r.stdout.contains("version=v10_split_k (as C^T = op(B)^T op(A)^T)"), "{args:?}: {r}");
+    }
     assert_pass(&[
         "attention",
         "--batch",

@@ -1,8 +1,8 @@
 //! Property tests of every version of the SGEMM ladder (`gemm::VERSIONS`) against the f64
 //! reference, within the worst-case bound `gamma_{k+2} |alpha| (|A||B|)_ij + gamma_2 |beta c|`
 //! (`reference::gemm_f32_error`; the harness adds `u |ref|`), on the emulator always and
-//! the GPU when present: random shapes up to 70 with every transpose pair, padded leading
-//! dimensions, misaligned views, alpha/beta, strided batches; the named odd shapes; `K = 0`,
+//! the GPU when present: random shapes up to 70 with every transpose pair, C stored either
+//! way, padded leading dimensions, misaligned views, alpha/beta, strided batches; the named odd shapes; `K = 0`,
 //! empty problems, `beta = 0` over NaN, B = I, batch splitting; launcher refusals; and a
 //! deliberately broken variant that the harness must reject.
 
@@ -27,11 +27,21 @@ fn scalar() -> impl Strategy<Value = f32> {
     prop_oneof![2 => Just(1.0f32), 1 => Just(0.0f32), 1 => Just(-1.0f32), 2 => -3.0f32..3.0]
 }
 
-/// A problem with optional padding of every leading dimension and batch stride.
+/// A problem with optional padding of every leading dimension and batch stride; `tc`: C
+/// stored transposed.
 #[allow(clippy::too_many_arguments)]
-fn problem(m: usize, n: usize, k: usize, ta: bool, tb: bool, batch: usize, pad: usize, alpha: f32, beta: f32) -> Gemm {
+fn problem(
+    m: usize,
+    n: usize,
+    k: usize,
+    (ta, tb, tc): (bool, bool, bool),
+    batch: usize,
+    pad: usize,
+    alpha: f32,
+    beta: f32,
+) -> Gemm {
     let t = |b: bool| if b { Trans::T } else { Trans::N };
-    let mut g = Gemm::new(m, n, k).transposed(t(ta), t(tb)).scaled(alpha, beta);
+    let mut g = Gemm::new(m, n, k).transposed(t(ta), t(tb)).with_trans_c(t(tc)).scaled(alpha, beta);
     g.lda += pad;
     g.ldb += 2 * pad;
     g.ldc += pad;
@@ -48,14 +58,14 @@ proptest! {
     #[test]
     fn every_version_matches_reference(
         m in dim(), n in dim(), k in dim(),
-        ta in any::<bool>(), tb in any::<bool>(),
+        ta in any::<bool>(), tb in any::<bool>(), tc in any::<bool>(),
         batch in prop_oneof![3 => Just(1usize), 1 => 2usize..4],
         pad in prop_oneof![2 => Just(0usize), 1 => 1usize..5],
         alpha in scalar(), beta in scalar(),
         offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
         seed in any::<u64>(),
     ) {
-        let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
+        let case = GemmCase { gemm: problem(m, n, k, (ta, tb, tc), batch, pad, alpha, beta), seed, offset };
         for ctx in common::property_backends("gemm_every_version_matches_reference", common::cases(CASES)) {
             for v in VERSIONS {
                 run(&ctx, v, case);
@@ -73,7 +83,7 @@ fn named_odd_shapes_every_version() {
             for ta in [false, true] {
                 for tb in [false, true] {
                     for v in VERSIONS {
-                        let g = problem(m, n, k, ta, tb, 1, 0, 1.5, -0.5);
+                        let g = problem(m, n, k, (ta, tb, false), 1, 0, 1.5, -0.5);
                         run(&ctx, v, GemmCase { gemm: g, seed: (m * 7 + n * 3 + k) as u64, offset: 0 });
                     }
                 }
@@ -139,33 +149,85 @@ fn interior_tiles_every_layout() {
     }
 }
 
-/// The default by shape: few rows -> split-K, few columns -> v03, fewer than 96 rows -> split-K,
-/// the rest -> the large-shape version (which splits K itself when its tiles are few).
+/// The plan by shape: fewer than 96 rows -> split-K, the rest -> the large-shape version
+/// (which splits K itself when its tiles are few); C with fewer than 32 columns and at least
+/// 32 rows runs as its transpose (so split-K over its columns); otherwise C stored transposed
+/// runs as its transpose, which stores C^T row-major.
 #[test]
-fn default_version_by_shape() {
-    let (large, split, skinny) = (gemm::LARGE_VERSION, gemm::SPLIT_VERSION, gemm::SKINNY_VERSION);
-    for (m, n, k, want) in [
-        (16, 4096, 4096, split),
-        (1, 1, 1, split),
-        (31, 4096, 64, split),
-        (16, 16, 4096, split),
-        (4096, 31, 64, skinny),
-        (4096, 16, 4096, skinny),
-        (40, 16, 4096, skinny),
-        (32, 32, 4096, split),
-        (32, 32, 255, split),
-        (64, 4096, 4096, split),
-        (95, 4096, 4096, split),
-        (96, 4096, 4096, large),
-        (256, 256, 65536, large),
-        (1024, 1024, 1024, large),
-        (1024, 1024, 65536, large),
-        (4096, 4096, 64, large),
+fn plan_by_shape() {
+    let (large, split) = (gemm::LARGE_VERSION, gemm::SPLIT_VERSION);
+    for (m, n, k, want, swapped) in [
+        (16, 4096, 4096, split, false),
+        (1, 1, 1, split, false),
+        (31, 4096, 64, split, false),
+        (16, 16, 4096, split, false),
+        (4096, 31, 64, split, true),
+        (4096, 16, 4096, split, true),
+        (40, 16, 4096, split, true),
+        (31, 31, 4096, split, false),
+        (32, 32, 4096, split, false),
+        (32, 32, 255, split, false),
+        (64, 4096, 4096, split, false),
+        (95, 4096, 4096, split, false),
+        (96, 4096, 4096, large, false),
+        (256, 256, 65536, large, false),
+        (1024, 1024, 1024, large, false),
+        (1024, 1024, 65536, large, false),
+        (4096, 4096, 64, large, false),
     ] {
-        assert_eq!(gemm::default_version(&Gemm::new(m, n, k)).name, want, "{m} x {n} x {k}");
+        let g = Gemm::new(m, n, k);
+        let p = gemm::plan(&g);
+        assert_eq!((p.version.name, p.swapped), (want, swapped), "{m} x {n} x {k}");
+        assert_eq!(p.gemm, if swapped { g.swapped() } else { g }, "{m} x {n} x {k}");
+        assert_eq!(p.version.name, gemm::default_version(&p.gemm).name);
     }
-    for name in [large, split, skinny] {
+    // C stored transposed: the same skinny rule, else the transpose (row-major C^T).
+    let t = |m, n| gemm::plan(&Gemm::new(m, n, 64).with_trans_c(Trans::T)).swapped;
+    assert!(t(4096, 16) && !t(16, 4096) && t(4096, 4096) && t(16, 16));
+    for name in [large, split] {
         assert!(gemm::version(name).is_some(), "{name} is not in the ladder");
+    }
+}
+
+/// `Gemm::swapped` describes the same memory: each view needs as many elements, C's elements
+/// map to the transpose's, and swapping twice gives the problem back.
+#[test]
+fn swapped_is_the_same_product() {
+    for (ta, tb, tc) in [(false, false, false), (true, false, true), (false, true, false), (true, true, true)] {
+        let g = problem(7, 5, 3, (ta, tb, tc), 2, 1, 0.5, 1.5);
+        let s = g.swapped();
+        assert_eq!(s.swapped(), g);
+        assert_eq!((s.a_len(), s.b_len(), s.c_len()), (g.b_len(), g.a_len(), g.c_len()));
+        assert_eq!(s.c_index(1, 4, 6), g.c_index(1, 6, 4));
+        assert_eq!((s.m, s.n, s.k, s.trans_c.is_t()), (5, 7, 3, !tc));
+    }
+}
+
+/// C with few columns, through the public `gemm`: run as its transpose on v10, split (K = 700:
+/// 5 splits of 160 over C^T's 3 tiles; the sum kernel stores C^T's rows as C's columns) and
+/// not (K = 100: v10 stores them itself), C stored either way, batches, aligned and
+/// misaligned views, every layout of A and B.
+#[test]
+fn skinny_columns_run_as_the_transpose() {
+    for k in [700, 100] {
+        let want = if k > 256 { 160 } else { 0 };
+        let p = gemm::plan(&Gemm::new(300, 5, k));
+        assert_eq!(
+            (p.version.name, p.swapped, gemm::split_depth(p.version, &p.gemm)),
+            (gemm::SPLIT_VERSION, true, want)
+        );
+    }
+    for ctx in common::backends("gemm_skinny_columns") {
+        for (m, n, k) in [(300, 5, 700), (300, 5, 100), (70, 31, 300)] {
+            for (ta, tb, tc) in [(false, false, false), (true, false, true), (false, true, true), (true, true, false)] {
+                for offset in [0, 1] {
+                    let g = problem(m, n, k, (ta, tb, tc), 2, offset, 0.75, -0.5);
+                    let case = GemmCase { gemm: g, seed: (m + n + k) as u64, offset };
+                    let r = verify::gemm(&ctx, &case).unwrap();
+                    assert!(r.passed(), "{case:?} on {}: {r}", ctx.backend());
+                }
+            }
+        }
     }
 }
 
@@ -228,14 +290,14 @@ proptest! {
     fn split_k_matches_reference(
         m in 1usize..40, n in 1usize..150, k in 1usize..300,
         steps in 1usize..5,
-        ta in any::<bool>(), tb in any::<bool>(),
+        ta in any::<bool>(), tb in any::<bool>(), tc in any::<bool>(),
         batch in prop_oneof![3 => Just(1usize), 1 => 2usize..4],
         pad in prop_oneof![2 => Just(0usize), 1 => 1usize..5],
         alpha in scalar(), beta in scalar(),
         offset in prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
         seed in any::<u64>(),
     ) {
-        let case = GemmCase { gemm: problem(m, n, k, ta, tb, batch, pad, alpha, beta), seed, offset };
+        let case = GemmCase { gemm: problem(m, n, k, (ta, tb, tc), batch, pad, alpha, beta), seed, offset };
         for v in split_versions() {
             let depth = steps * v.tiling.bk as usize;
             for ctx in common::property_backends("gemm_split_k_matches_reference", common::cases(CASES / 2)) {
@@ -288,7 +350,8 @@ fn split_k_on_interior_tiles() {
             let (bm, bn, bk) = (v.tiling.bm as usize, v.tiling.bn as usize, v.tiling.bk as usize);
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
                 for steps in [1, 3] {
-                    let g = problem(2 * bm, bn + 12, 7 * bk + 4, ta, tb, 2, 0, 0.5, 1.5);
+                    // C stored transposed in half of the layouts.
+                    let g = problem(2 * bm, bn + 12, 7 * bk + 4, (ta, tb, ta != tb), 2, 0, 0.5, 1.5);
                     let case = GemmCase { gemm: g, seed: 5, offset: 0 };
                     let r = verify::gemm_split_with(&ctx, &case, v, steps * bk).unwrap();
                     assert!(r.passed(), "{v:?} k_split {} {case:?} on {}: {r}", steps * bk, ctx.backend());
@@ -305,7 +368,7 @@ fn split_k_on_interior_tiles() {
 fn split_k_batches_over_launches_and_bad_depths() {
     let ctx = Context::emulator();
     let v = gemm::version(gemm::SPLIT_VERSION).unwrap();
-    let g = problem(20, 70, 150, false, true, 5, 1, 0.5, 1.0);
+    let g = problem(20, 70, 150, (false, true, false), 5, 1, 0.5, 1.0);
     let a: Vec<f32> = (0..g.a_len()).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
     let b: Vec<f32> = (0..g.b_len()).map(|i| ((i * 13) % 11) as f32 * 0.5 - 2.5).collect();
     let c0: Vec<f32> = (0..g.c_len()).map(|i| (i % 7) as f32).collect();
@@ -339,12 +402,16 @@ fn k_zero_gives_beta_c_and_empty_problems_do_nothing() {
         for v in VERSIONS {
             // K = 0 with beta = 2: C = 2 C (and beta = 0: C = 0, C unread).
             for beta in [2.0, 0.0] {
-                let g = problem(37, 45, 0, false, true, 2, 1, 1.0, beta);
+                let g = problem(37, 45, 0, (false, true, false), 2, 1, 1.0, beta);
                 run(&ctx, v, GemmCase { gemm: g, seed: 3, offset: 0 });
             }
             // M = 0 or N = 0 (with any K): nothing to write, success.
             for (m, n, k) in [(0, 40, 9), (40, 0, 9), (0, 0, 0)] {
-                run(&ctx, v, GemmCase { gemm: problem(m, n, k, false, false, 1, 0, 1.0, 1.0), seed: 4, offset: 0 });
+                run(
+                    &ctx,
+                    v,
+                    GemmCase { gemm: problem(m, n, k, (false, false, false), 1, 0, 1.0, 1.0), seed: 4, offset: 0 },
+                );
             }
         }
         // An empty problem launches nothing, even with empty views.
@@ -375,7 +442,7 @@ fn beta_zero_ignores_nan_and_identity_returns_a() {
 #[test]
 fn batches_split_over_several_launches() {
     let ctx = Context::emulator();
-    let g = problem(9, 11, 5, true, false, 5, 1, 0.5, 1.0);
+    let g = problem(9, 11, 5, (true, false, false), 5, 1, 0.5, 1.0);
     let mut rng = 1u32;
     let mut next = || {
         rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -436,12 +503,25 @@ fn launcher_refuses_bad_arguments() {
     expect(Gemm { lda: 3, ..Gemm::new(8, 8, 8) }, "lda = 3 is smaller than a row of A");
     expect(Gemm { ldb: 7, ..Gemm::new(8, 8, 8) }, "ldb");
     expect(Gemm { ldc: 2, ..Gemm::new(8, 8, 8) }, "ldc");
+    expect(
+        Gemm { ldc: 4, ..Gemm::new(8, 4, 8).with_trans_c(Trans::T) },
+        "ldc = 4 is smaller than a row of C (4 x 8 as stored)",
+    );
     expect(Gemm::new(9, 8, 8), "A has 64 elements");
     expect(Gemm::new(8, 8, 9), "need");
     expect(Gemm::new(8, 8, 8).batched(2), "need");
     expect(Gemm { stride_c: 10, ..Gemm::new(2, 8, 1).batched(2) }, "batches of C overlap");
     expect(Gemm::new(1 << 31, 1, 1), "past 32-bit indexing");
     expect(Gemm { batch: 1 << 33, ..Gemm::new(1, 1, 1) }, "split the batch");
+    // The public gemm runs this skinny C as its transpose, but checks it as given: the error
+    // names B, not A (which B is in the transpose).
+    let mut c128 = ctx.alloc::<f32>(128).unwrap();
+    let short_b = b.as_view().slice(0..7).unwrap();
+    let r = gemm::gemm(&ctx, &Gemm::new(32, 4, 2), a.as_view(), short_b, c128.as_view_mut());
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument { message, .. }) if message.starts_with("B has 7 elements")),
+        "{r:?}"
+    );
     // A view of another context is refused.
     let other = Context::emulator();
     let a2 = other.alloc::<f32>(64).unwrap();

@@ -108,12 +108,13 @@ proptest! {
         }
     }
 
-    /// Transposed layouts, 16-bit C and the fused epilogue, on shapes whose leading dimensions
-    /// are multiples of 8 half the time (so the TMA version runs those).
+    /// Transposed layouts (C stored transposed too, where there is no bias), 16-bit C and the
+    /// fused epilogue, on shapes whose leading dimensions are multiples of 8 half the time (so
+    /// the TMA version runs those).
     #[test]
     fn layouts_outputs_and_epilogues_match_reference(
         m8 in 1usize..18, n8 in 1usize..18, k8 in 0usize..13, odd in any::<bool>(),
-        ta in any::<bool>(), tb in any::<bool>(), out16 in any::<bool>(),
+        ta in any::<bool>(), tb in any::<bool>(), tc in any::<bool>(), out16 in any::<bool>(),
         bias in any::<bool>(), gelu in any::<bool>(), residual in any::<bool>(),
         beta in prop_oneof![1 => Just(0.0f32), 1 => -2.0f32..2.0],
         seed in any::<u64>(),
@@ -121,7 +122,8 @@ proptest! {
         let d = if odd { 3 } else { 0 };
         let (m, n, k) = (8 * m8 - d, 8 * n8 - d, 8 * k8 + d);
         let t = |b: bool| if b { Trans::T } else { Trans::N };
-        let case = GemmCase { gemm: layout(m, n, k, t(ta), t(tb), 0, 1.0, beta), seed, offset: 0 };
+        let g = layout(m, n, k, t(ta), t(tb), 0, 1.0, beta).with_trans_c(t(tc && !bias));
+        let case = GemmCase { gemm: g, seed, offset: 0 };
         let ep = EpilogueSpec { bias, gelu, residual };
         for ctx in common::property_backends("gemm_tc_layouts_outputs_and_epilogues", common::cases(CASES)) {
             if out16 {
@@ -177,6 +179,10 @@ fn launcher_refuses_what_it_cannot_run() {
     let short_bias = ctx.upload(&[0f32; 7]).unwrap();
     let ep = gemm_tc::Epilogue { bias: Some(short_bias.as_view()), gelu: false, residual: None };
     expect(gemm_tc::gemm_tc_ex(&ctx, v, &plain, a.as_view(), b.as_view(), c.as_view_mut(), &ep), "bias");
+    let bias = ctx.upload(&[0f32; 8]).unwrap();
+    let ep = gemm_tc::Epilogue { bias: Some(bias.as_view()), gelu: false, residual: None };
+    let col_major = plain.with_trans_c(Trans::T);
+    expect(gemm_tc::gemm_tc_ex(&ctx, v, &col_major, a.as_view(), b.as_view(), c.as_view_mut(), &ep), "trans_c = N");
     let short_res = ctx.upload(&[0f32; 63]).unwrap();
     let ep = gemm_tc::Epilogue { bias: None, gelu: false, residual: Some(short_res.as_view()) };
     expect(gemm_tc::gemm_tc_ex(&ctx, v, &plain, a.as_view(), b.as_view(), c.as_view_mut(), &ep), "residual");
@@ -439,13 +445,15 @@ fn persistent_blocks_walk_every_tile() {
 }
 
 /// The public `gemm()` takes bf16 and f16 inputs to the tensor cores, batches included (a
-/// loop over the matrices), every layout, aligned (TMA-eligible) and misaligned views.
+/// loop over the matrices), every layout, C stored either way, aligned (TMA-eligible) and
+/// misaligned views.
 #[test]
 fn public_gemm_dispatches_16_bit_inputs_to_the_tensor_cores() {
     for ctx in common::backends("gemm_public_16_bit") {
         for (ta, tb) in [(Trans::N, Trans::N), (Trans::T, Trans::N), (Trans::N, Trans::T), (Trans::T, Trans::T)] {
             for (batch, offset) in [(1, 0), (3, 0), (2, 1)] {
-                let g = Gemm::new(72, 40, 24).transposed(ta, tb).batched(batch).scaled(1.0, 0.5);
+                let tc = if batch == 1 { Trans::N } else { Trans::T };
+                let g = Gemm::new(72, 40, 24).transposed(ta, tb).with_trans_c(tc).batched(batch).scaled(1.0, 0.5);
                 let case = GemmCase { gemm: g, seed: batch as u64 + 11, offset };
                 for r in [verify::gemm_public::<bf16>(&ctx, &case), verify::gemm_public::<f16>(&ctx, &case)] {
                     let r = r.unwrap_or_else(|e| panic!("{case:?} on {}: {e}", ctx.backend()));

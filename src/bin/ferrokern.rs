@@ -98,6 +98,9 @@ struct VerifyArgs {
     trans_a: bool,
     #[arg(long)]
     trans_b: bool,
+    /// gemm: C stored transposed (column-major), `ldc` counting its M rows.
+    #[arg(long)]
+    trans_c: bool,
     #[arg(long)]
     batch: Option<usize>,
     /// gemm with --dtype bf16|f16: C in the input type instead of f32.
@@ -246,6 +249,7 @@ fn given_flags(a: &VerifyArgs) -> Vec<&'static str> {
         ("--k", a.k.is_some()),
         ("--trans-a", a.trans_a),
         ("--trans-b", a.trans_b),
+        ("--trans-c", a.trans_c),
         ("--batch", a.batch.is_some()),
         ("--out16", a.out16),
         ("--epilogue", a.epilogue.is_some()),
@@ -931,6 +935,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ArgsResult<ExitCode> {
         "--k",
         "--trans-a",
         "--trans-b",
+        "--trans-c",
         "--batch",
         "--out16",
         "--epilogue",
@@ -942,7 +947,7 @@ fn run_verify_gemm(a: VerifyArgs) -> ArgsResult<ExitCode> {
     let stray: Vec<&str> = given_flags(&a).into_iter().filter(|f| !allowed.contains(f)).collect();
     if !stray.is_empty() {
         return refuse(format!(
-            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue, --splits); remove {}",
+            "`gemm` takes --m, --n, --k (and --trans-a, --trans-b, --trans-c, --batch, --alpha, --beta; with --dtype bf16|f16 also --out16, --epilogue, --splits); remove {}",
             stray.join(", ")
         ));
     }
@@ -981,24 +986,35 @@ fn run_verify_gemm(a: VerifyArgs) -> ArgsResult<ExitCode> {
     let t = |b: bool| if b { Trans::T } else { Trans::N };
     let g = Gemm::new(m, n, k)
         .transposed(t(a.trans_a), t(a.trans_b))
+        .with_trans_c(t(a.trans_c))
         .batched(a.batch.unwrap_or(1))
         .scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
     let seed = seed_or_now(a.seed);
     let ctx = ferrokern::context(a.backend)?;
-    let v = version.unwrap_or_else(|| gemm::default_version(&g));
+    // Without --kernel, what `gemm()` runs: its plan's version, on C or on C^T.
+    let (name, how) = match version {
+        Some(v) => (v.name, "as given"),
+        None => {
+            let p = gemm::plan(&g);
+            (p.version.name, if p.swapped { "as C^T = op(B)^T op(A)^T" } else { "as given" })
+        }
+    };
     println!(
-        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} batch={} alpha={} beta={} dtype=f32 backend={} version={} seed={seed} offset={}",
+        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} trans_c={:?} batch={} alpha={} beta={} dtype=f32 backend={} version={name} ({how}) seed={seed} offset={}",
         g.trans_a,
         g.trans_b,
+        g.trans_c,
         g.batch,
         g.alpha,
         g.beta,
         ctx.backend(),
-        v.name,
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
-    report_exit(verify::gemm_with(&ctx, &case, v))
+    report_exit(match version {
+        Some(v) => verify::gemm_with(&ctx, &case, v),
+        None => verify::gemm(&ctx, &case),
+    })
 }
 
 /// `verify gemm --dtype bf16|f16`: the tensor-core path (any layout, f32 or 16-bit C, an
@@ -1022,25 +1038,30 @@ fn run_verify_gemm_tc(a: &VerifyArgs, m: usize, n: usize, k: usize) -> ArgsResul
         }
     }
     let t = |b: bool| if b { Trans::T } else { Trans::N };
-    let g =
-        Gemm::new(m, n, k).transposed(t(a.trans_a), t(a.trans_b)).scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
+    let g = Gemm::new(m, n, k)
+        .transposed(t(a.trans_a), t(a.trans_b))
+        .with_trans_c(t(a.trans_c))
+        .scaled(a.alpha.unwrap_or(1.0), a.beta.unwrap_or(0.0));
     let ctx = ferrokern::context(a.backend)?;
+    // The launcher runs C stored transposed as C^T = op(B)^T op(A)^T: the defaults are for that.
+    let runs = if g.trans_c.is_t() { g.swapped() } else { g };
     // The inputs start `offset` elements into 256-byte aligned buffers.
     let version = kernel_version("tensor-core gemm", a.kernel.as_deref(), gemm_tc::VERSIONS, |v| v.name, || None)?
-        .unwrap_or_else(|| gemm_tc::default_version(&ctx, &g, 2 * a.offset, 2 * a.offset));
+        .unwrap_or_else(|| gemm_tc::default_version(&ctx, &runs, 2 * a.offset, 2 * a.offset));
     let seed = seed_or_now(a.seed);
     let sms = gemm_tc::sm_count(&ctx);
     println!(
-        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} splits={} seed={seed} offset={}",
+        "verify gemm m={m} n={n} k={k} trans_a={:?} trans_b={:?} trans_c={:?} alpha={} beta={} dtype={} out={} epilogue={ep:?} backend={} version={} splits={} seed={seed} offset={}",
         g.trans_a,
         g.trans_b,
+        g.trans_c,
         g.alpha,
         g.beta,
         a.dtype,
         if a.out16 { a.dtype.as_str() } else { "f32" },
         ctx.backend(),
         version.name,
-        a.splits.map_or_else(|| format!("{} (auto)", gemm_tc::split_k(version.config, &g, sms)), |s| s.to_string()),
+        a.splits.map_or_else(|| format!("{} (auto)", gemm_tc::split_k(version.config, &runs, sms)), |s| s.to_string()),
         a.offset
     );
     let case = verify::GemmCase { gemm: g, seed, offset: a.offset };
@@ -1599,8 +1620,16 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    let mut rows =
-        gemm_shapes(ctx, "gemm_tc", bench::GEMM_TC_SHAPES, &checked, cublas.as_ref(), bench::gemm::<half::bf16>, ok);
+    let mut rows = gemm_shapes(
+        ctx,
+        "gemm_tc",
+        bench::GEMM_TC_SHAPES,
+        &checked,
+        cublas.as_ref(),
+        bench::gemm::<half::bf16>,
+        None,
+        ok,
+    );
     // The fused bias + GELU epilogue: each version checked with it on the odd shape, then
     // timed against cuBLAS's plain product.
     let fused = verify::EpilogueSpec { bias: true, gelu: true, residual: false };
@@ -1619,6 +1648,7 @@ fn gemm_tc_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
         &checked,
         cublas.as_ref(),
         bench::gemm_tc_fused,
+        None,
         ok,
     ));
     rows
@@ -1631,9 +1661,14 @@ type TimeGemm<T> = fn(
     &mut bench::GemmWorkload<T>,
     Option<f64>,
 ) -> ferrokern::Result<bench::GemmMeasurement>;
+/// Times a family's public entry point on a shape ([`bench::gemm_default`]).
+type TimePublic<T> =
+    fn(&Context, &mut bench::GemmWorkload<T>, Option<f64>) -> ferrokern::Result<bench::GemmMeasurement>;
 
 /// Times every checked version of a GEMM family on each shape with `time` against cuBLAS's
-/// plain product, which is timed once per shape on the same buffers.
+/// plain product, which is timed once per shape on the same buffers, then the family's
+/// public entry point when `public` is given.
+#[allow(clippy::too_many_arguments)]
 fn gemm_shapes<T: ferrokern::Float>(
     ctx: &Context,
     family: &str,
@@ -1641,6 +1676,7 @@ fn gemm_shapes<T: ferrokern::Float>(
     checked: &[&'static <bench::GemmWorkload<T> as bench::GemmBench>::Version],
     cublas: Option<&ferrokern::cublas::Cublas>,
     time: TimeGemm<T>,
+    public: Option<TimePublic<T>>,
     ok: &mut bool,
 ) -> Vec<bench::GemmMeasurement>
 where
@@ -1684,6 +1720,17 @@ where
                     println!("{family} {} {m}x{n}x{k}: {e}", bench::GemmWorkload::<T>::name(v));
                     *ok = false;
                 }
+            }
+        }
+        match public.map(|f| f(ctx, &mut w, base)) {
+            None => {}
+            Some(Ok(r)) => {
+                print_gemm_row(&r);
+                rows.push(r);
+            }
+            Some(Err(e)) => {
+                println!("{family} gemm() {m}x{n}x{k}: {e}");
+                *ok = false;
             }
         }
     }
@@ -2157,7 +2204,26 @@ fn gemm_bench(ctx: &Context, ok: &mut bool) -> Vec<bench::GemmMeasurement> {
             checked.push(v);
         }
     }
-    gemm_shapes(ctx, "gemm", bench::GEMM_SHAPES, &checked, cublas.as_ref(), bench::gemm::<f32>, ok)
+    // The public gemm() on C with few columns (run as its transpose, C stored either way),
+    // split (260 x 9 x 1000) and not (131 x 7 x 67), before its rows are timed.
+    let mut public_ok = true;
+    for (m, n, k) in [(260, 9, 1000), (131, 7, 67)] {
+        for tc in Trans::BOTH {
+            let g = Gemm::new(m, n, k).with_trans_c(tc).scaled(1.0, 0.5);
+            let r = verify::gemm(ctx, &verify::GemmCase { gemm: g, seed: 6, offset: 0 });
+            public_ok &= passes_check(&format!("gemm() {m}x{n}x{k} trans_c {tc:?}"), r, ok);
+        }
+    }
+    gemm_shapes(
+        ctx,
+        "gemm",
+        bench::GEMM_SHAPES,
+        &checked,
+        cublas.as_ref(),
+        bench::gemm::<f32>,
+        public_ok.then_some(bench::gemm_default as _),
+        ok,
+    )
 }
 
 /// One attention measurement (forward or backward) against PyTorch's time for the same case.

@@ -20,7 +20,8 @@
 //!
 //! # Semantics (every version)
 //! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
-//! batches are strided (`stride_*` elements between consecutive matrices, 0 broadcasts).
+//! C may be stored transposed (`trans_c`: column-major, written through [`c_at`]), which is
+//! how the launcher runs C with few columns as its transpose; batches are strided (`stride_*` elements between consecutive matrices, 0 broadcasts).
 //! Any `M, N, K >= 0`, no multiple required: `K = 0` gives `beta * C`; `beta = 0` writes
 //! `alpha * op(A) op(B)` without reading C (NaN already in C is ignored). `M = 0` or `N = 0`
 //! is handled by the launcher (nothing to launch).
@@ -113,6 +114,10 @@ pub struct GemmParams {
     /// this many depths, one per block of grid z, and makes `c` the partial-sum scratch
     /// ([`split_k`]).
     pub k_split: u32,
+    /// Nonzero: C is stored transposed, element `(i, j)` at `j * ldc + i` (column-major). The
+    /// launcher runs C with few columns as its transpose `C^T = op(B)^T op(A)^T` this way.
+    pub trans_c: u32,
+    pub _pad: u32,
     /// Elements between consecutive matrices of a batch.
     pub stride_a: u64,
     pub stride_b: u64,
@@ -264,12 +269,20 @@ pub fn load_b(p: &GemmParams, base: usize, kk: u32, j: u32) -> f32 {
     }
 }
 
+/// Where element `(i, j)` of C is, from its matrix's first element `base`: `i * ldc + j`, or
+/// `j * ldc + i` when C is stored transposed (`trans_c`).
+#[inline(always)]
+pub fn c_at(p: &GemmParams, base: usize, i: u32, j: u32) -> usize {
+    let (r, c) = if p.trans_c == 0 { (i, j) } else { (j, i) };
+    base + r as usize * p.ldc as usize + c as usize
+}
+
 /// Writes `alpha * acc + beta * C[i, j]` when `(i, j)` is inside C; with `beta = 0`, C is not read.
 #[inline(always)]
 #[track_caller]
 pub fn store_c(p: &GemmParams, base: usize, i: u32, j: u32, acc: f32) {
     if i < p.m && j < p.n {
-        let at = base + i as usize * p.ldc as usize + j as usize;
+        let at = c_at(p, base, i, j);
         let ab = p.alpha * acc;
         let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
         p.c.store(at, v);

@@ -2,7 +2,8 @@
 //! shared by the versions that split, v09 and v10). When a shape has too few C tiles to fill
 //! the GPU, each tile gets several blocks on grid z, each covering one range of K and writing
 //! its partial tile, unscaled, to scratch; [`sum`] then adds a tile's partials in split order
-//! (the same result every run) and applies `alpha` and `beta` once.
+//! (the same result every run) and applies `alpha` and `beta` once. The partials are packed
+//! row-major whatever C's layout; only [`sum`] writes C (transposed when `trans_c`).
 //!
 //! # Split
 //! `p.k_split == 0`: no split; the block covers all of K of batch `batch_base + blockIdx.z`
@@ -80,7 +81,8 @@ pub struct SplitSumParams {
     pub splits: u32,
     /// The batch of `blockIdx.z = 0`.
     pub batch_base: u32,
-    pub _pad: u32,
+    /// Nonzero: C is stored transposed, as [`GemmParams::trans_c`] (the partials never are).
+    pub trans_c: u32,
     pub stride_c: u64,
     pub alpha: f32,
     pub beta: f32,
@@ -93,7 +95,8 @@ pub struct SplitSumParams {
 /// `C = alpha * (partial 0 + partial 1 + ...) + beta * C`, the partials added in split order;
 /// `beta = 0` does not read C. One thread per element of C: block `(x, 0, z)` covers elements
 /// `x * SUM_THREADS ..` of batch `batch_base + z` in row-major order (the partials are read
-/// in full lines; C's rows too unless `ldc` pads them).
+/// in full lines; C's rows too unless `ldc` pads them, or C is stored transposed: then a
+/// warp's stores are `ldc` apart).
 ///
 /// # Safety (launcher)
 /// `part` holds `grid z x splits` packed `m x n` matrices, `c` every element of those batches
@@ -114,7 +117,8 @@ pub fn sum(p: SplitSumParams) {
         s += 1;
     }
     let (i, j) = (e / p.n as usize, e % p.n as usize);
-    let at = (p.batch_base as usize + z) * p.stride_c as usize + i * p.ldc as usize + j;
+    let (r, c) = if p.trans_c == 0 { (i, j) } else { (j, i) };
+    let at = (p.batch_base as usize + z) * p.stride_c as usize + r * p.ldc as usize + c;
     let ab = p.alpha * acc;
     let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
     p.c.store(at, v);

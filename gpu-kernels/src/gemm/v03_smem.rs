@@ -7,7 +7,7 @@
 //! each, wait, then each thread runs 32 FMAs out of shared memory: a warp reads one `As`
 //! address (broadcast) and 32 consecutive `Bs` words (no bank conflict).
 
-use super::{GemmParams, Tiling, batch_bases, block_origin, load_a, load_b, store_c};
+use super::{GemmParams, Tiling, batch_bases, block_origin, c_at, load_a, load_b, store_c};
 use crate::device::thread::{sync_threads, thread_idx_x};
 use crate::device::{Shared, math};
 
@@ -64,7 +64,7 @@ pub fn body<const GUARD: bool>(p: GemmParams) {
     if GUARD {
         store_c(&p, bc, i0 + tr, j0 + tc, acc);
     } else {
-        let at = bc + (i0 + tr) as usize * p.ldc as usize + (j0 + tc) as usize;
+        let at = c_at(&p, bc, i0 + tr, j0 + tc);
         p.c.store(at, p.alpha * acc + p.beta * p.c.load(at));
     }
 }
