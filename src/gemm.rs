@@ -457,7 +457,8 @@ pub fn launch(
         ));
     }
     let grid_x = g.n.div_ceil(t.bn as usize) as u32;
-    // 16-byte loads need every matrix's rows 16-byte aligned: the view, ld and batch stride.
+    // 16-byte loads and stores need every matrix's rows 16-byte aligned: the view, ld and
+    // batch stride.
     let vec = |addr: usize, ld: usize, stride: usize| {
         addr.is_multiple_of(16) && ld.is_multiple_of(4) && (g.batch == 1 || stride.is_multiple_of(4))
     };
@@ -475,7 +476,7 @@ pub fn launch(
         vec_b: vec(b.addr(), g.ldb, g.stride_b) as u32,
         k_split: 0,
         trans_c: g.trans_c.is_t() as u32,
-        _pad: 0,
+        vec_c: vec(c.addr(), g.ldc, g.stride_c) as u32,
         stride_a: g.stride_a as u64,
         stride_b: g.stride_b as u64,
         stride_c: g.stride_c as u64,
@@ -545,6 +546,8 @@ fn launch_split(
                 k_split: depth as u32,
                 ldc: g.n as u32,
                 trans_c: 0,
+                // Packed partials: rows of n, matrices of m n (each a multiple of 4 when n is).
+                vec_c: (part.addr().is_multiple_of(16) && g.n.is_multiple_of(4)) as u32,
                 stride_c: mn as u64,
                 alpha: 1.0,
                 beta: 0.0,

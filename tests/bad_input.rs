@@ -519,6 +519,7 @@ enum TcWay {
     ForeignBias,
     TmaMisaligned,
     TmaOddLdb,
+    BiasTransC,
 }
 
 /// An 8 x 8 x 8 bf16 GEMM into f32 C (16-bit C for `OutType`), broken the way `way` says.
@@ -567,6 +568,12 @@ fn gemm_tc_case(way: TcWay) -> Outcome {
         TcWay::TmaOddLdb => {
             g.ldb = 9;
             gemm_tc::gemm_tc_ex(&ctx, v02, &g, av, b.view(0..72).unwrap(), c.as_view_mut(), &none)
+        }
+        TcWay::BiasTransC => {
+            let bias = ctx.alloc::<f32>(8).unwrap();
+            let ep = Epilogue { bias: Some(bias.as_view()), gelu: false, residual: None };
+            g = g.with_trans_c(ferrokern::gemm::Trans::T);
+            gemm_tc::gemm_tc_ex(&ctx, v01, &g, av, bv, c.as_view_mut(), &ep)
         }
     };
     outcome(r, [still_fresh("c", &c), still_fresh("c16", &c16)])
@@ -1099,6 +1106,9 @@ fn other_table() -> Vec<Case> {
         }),
         case("gemm_tc: v02 with ldb = 9", Invalid, &["gemm_tc", "TMA", "leading dimension 9"], || {
             gemm_tc_case(TcWay::TmaOddLdb)
+        }),
+        case("gemm_tc: a bias with C stored transposed", Invalid, &["gemm_tc", "trans_c = N"], || {
+            gemm_tc_case(TcWay::BiasTransC)
         }),
         // Row ops: a forced strategy the op or the shape cannot take
         case("sum: shared strategy", Invalid, &["sum", "shared strategy", "use block"], || {

@@ -11,7 +11,7 @@
 //! | [`v06_vectorized`] | 16-byte global loads, A stored k-major so shared reads are 16 bytes too |
 //! | [`v07_warptile`] | warp tiles: each warp owns a 64 x 32 sub-tile, lanes arranged inside it |
 //! | [`v08_double_buffer`] | two shared stages; the next tile's global loads overlap the current tile's math |
-//! | [`v09_unrolled`] | the k-step unrolled (shared reads a depth ahead), unguarded loads for interior tiles, two blocks per SM declared |
+//! | [`v09_unrolled`] | the k-step unrolled (shared reads a depth ahead), unguarded loads for interior tiles, two blocks per SM declared, 16-byte stores of C |
 //! | [`v10_split_k`] | split-K for C too small to fill the GPU: 16 x 128 tiles, K divided between blocks, partials summed in a fixed order |
 //!
 //! [`split_k`] is not a rung: it holds the split-K mechanism v10 introduced (a block's range of
@@ -38,8 +38,8 @@
 //!
 //! # Safety
 //! The launcher guarantees: every view holds every element the shape reaches (batch, rows,
-//! leading dimension); `vec_a` / `vec_b` are nonzero only when the operand's view is 16-byte
-//! aligned and its leading dimension and batch stride are multiples of 4 elements; the grid
+//! leading dimension); `vec_a` / `vec_b` / `vec_c` are nonzero only when the operand's view is
+//! 16-byte aligned and its leading dimension and batch stride are multiples of 4 elements; the grid
 //! covers `ceil(N / BN) x ceil(M / BM) x batches` and the dynamic shared segment is
 //! [`Tiling::shared_bytes`]. Every global access below is guarded against `M`, `N`, `K`
 //! (tiles past the edge load 0 and store nothing); the emulator proves it in the tests.
@@ -117,7 +117,9 @@ pub struct GemmParams {
     /// Nonzero: C is stored transposed, element `(i, j)` at `j * ldc + i` (column-major). The
     /// launcher runs C with few columns as its transpose `C^T = op(B)^T op(A)^T` this way.
     pub trans_c: u32,
-    pub _pad: u32,
+    /// Nonzero: C may be written and read in 16-byte chunks ([`store_c4`]): its view is
+    /// 16-byte aligned and `ldc` and the batch stride are multiples of 4 elements.
+    pub vec_c: u32,
     /// Elements between consecutive matrices of a batch.
     pub stride_a: u64,
     pub stride_b: u64,
@@ -286,6 +288,32 @@ pub fn store_c(p: &GemmParams, base: usize, i: u32, j: u32, acc: f32) {
         let ab = p.alpha * acc;
         let v = if p.beta == 0.0 { ab } else { math::fma(p.beta, p.c.load(at), ab) };
         p.c.store(at, v);
+    }
+}
+
+/// [`store_c`] for the 4 columns `j .. j + 4` of row `i` (`j` a multiple of 4): one 16-byte
+/// store (and load, with `beta`) when they lie inside a row-major C that allows it
+/// (`vec_c`), element by element otherwise. The same arithmetic either way.
+#[inline(always)]
+#[track_caller]
+pub fn store_c4(p: &GemmParams, base: usize, i: u32, j: u32, acc: [f32; 4]) {
+    if p.vec_c != 0 && p.trans_c == 0 && i < p.m && j + 4 <= p.n {
+        let chunk = c_at(p, base, i, j) / 4;
+        let mut v = [0.0f32; 4];
+        for (q, slot) in v.iter_mut().enumerate() {
+            *slot = p.alpha * acc[q];
+        }
+        if p.beta != 0.0 {
+            let c = p.c.load_chunk::<4>(chunk);
+            for (q, slot) in v.iter_mut().enumerate() {
+                *slot = math::fma(p.beta, c[q], *slot);
+            }
+        }
+        p.c.store_chunk::<4>(chunk, v);
+    } else {
+        for (q, &a) in acc.iter().enumerate() {
+            store_c(p, base, i, j + q as u32, a);
+        }
     }
 }
 

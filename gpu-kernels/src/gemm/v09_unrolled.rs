@@ -1,7 +1,7 @@
 //! v09: a main loop of FMAs and little else: the k-step's 16 depths unrolled with each depth's
 //! shared reads issued under the previous depth's FMAs, tiles wholly inside the matrices
-//! fetched without edge guards from offsets that advance by one k-step, and two blocks per SM
-//! declared to ptxas (at most 128 registers per thread).
+//! fetched without edge guards from offsets that advance by one k-step, two blocks per SM
+//! declared to ptxas (at most 128 registers per thread), and C stored 16 bytes at a time.
 //!
 //! # Why
 //! v08's SASS (ptxas 12.9, sm_90) spends about 1280 instructions per k-step and warp on 1024
@@ -18,13 +18,21 @@
 //! 16-byte loads; its first `K / 16` k-steps then load unguarded chunks, and the partial last
 //! k-step (and every k-step of an edge block) takes v08's guarded loads.
 //!
+//! # C stores
+//! A lane's 8 columns are two runs of 4 (one per 16-wide sub-tile), so where C allows it
+//! (`vec_c`: aligned, row-major) each run is one 16-byte store ([`super::store_c4`]): 16
+//! `STG.128` per thread instead of 64 `STG`, and a warp's store covers 8 rows x 64 bytes, 16
+//! sectors for 512 bytes where a 4-byte store covers 16 sectors for 128. The bench's 4096 x
+//! 4096 x 64 is 4 k-steps per tile, so its stores weigh: v08 ran it at 0.52 of cuBLAS
+//! (2026-12-04), against 0.80 at 4096^3.
+//!
 //! # Split
 //! When the tiles are too few to fill the GPU (1024^3 makes 64 for 132 SMs), the launcher
 //! splits K between blocks as for v10 ([`super::split_k`]): the block covers one range of
 //! depths and writes its partial tile to scratch.
 
 use super::split_k::{self, Range};
-use super::{F32x4, GemmParams, Interior, Tiling, block_origin, outer_product, put_stage, unroll8};
+use super::{F32x4, GemmParams, Interior, Tiling, block_origin, outer_product, put_stage, store_c4, unroll8};
 use super::{v07_warptile, v08_double_buffer as v08};
 use crate::device::Shared;
 use crate::device::thread::{sync_threads, thread_idx_x};
@@ -41,6 +49,9 @@ const _: () = assert!(
     "v08's fetch and put stage this tile"
 );
 const _: () = assert!(BK == 16, "compute unrolls exactly 16 depths");
+/// The width of a warp's sub-tile: a lane's second run of 4 columns starts this far past its first.
+const SUB_N: u32 = TILING.wn / TILING.wniter;
+const _: () = assert!(TM == 8 && TN == 8 && TILING.wniter == 2, "a lane's columns are two runs of 4");
 
 /// One k-step of FMAs, as [`v07_warptile::compute`] but unrolled, depth `kk + 1`'s fragments
 /// read before depth `kk`'s FMAs.
@@ -97,5 +108,10 @@ pub fn run(p: GemmParams) {
         s += 1;
     }
     let (out, bc) = split_k::output(&p);
-    v07_warptile::store(&out, bc, i0, j0, row0, col0, &acc);
+    unroll8!(r < TM => {
+        let i = i0 + row0 + r as u32;
+        let row = &acc[r];
+        store_c4(&out, bc, i, j0 + col0, [row[0], row[1], row[2], row[3]]);
+        store_c4(&out, bc, i, j0 + col0 + SUB_N, [row[4], row[5], row[6], row[7]]);
+    });
 }

@@ -17,7 +17,8 @@
 //! `4l .. 4l + 4`, so a warp's A fragment is one broadcast `LDS.128` and its B fragments one
 //! contiguous 512-byte row of the B tile. k-steps of 32, two shared stages (staged as v08:
 //! [`super::fetch_stage`] before a k-step's FMAs, [`super::put_stage`] after); an interior
-//! tile's whole k-steps load without edge guards, as v09's ([`super::Interior`]).
+//! tile's whole k-steps load without edge guards, and a lane's 4 columns of a row store in
+//! 16 bytes, as v09's ([`super::Interior`], [`super::store_c4`]).
 //!
 //! # Split
 //! As [`super::split_k`] describes: `p.k_split == 0` covers all of K and writes C; otherwise
@@ -27,7 +28,7 @@
 use super::split_k::{self, Range};
 use super::{
     F32x4, GemmParams, Interior, Tiling, block_origin, chunks_per_thread, fetch_stage, outer_product, put_stage,
-    store_c, unroll8,
+    store_c4, unroll8,
 };
 use crate::device::thread::{sync_threads, thread_idx_x};
 use crate::device::{Shared, WARP_SIZE};
@@ -101,9 +102,8 @@ pub fn run(p: GemmParams) {
         s += 1;
     }
     let (out, base) = split_k::output(&p);
+    // A lane's 4 columns: one 16-byte store per row where C allows it, as v09's.
     unroll8!(i < TM => {
-        unroll8!(c < TN => {
-            store_c(&out, base, i0 + row0 + i as u32, j0 + col0 + c as u32, acc[i][c]);
-        });
+        store_c4(&out, base, i0 + row0 + i as u32, j0 + col0, acc[i]);
     });
 }
