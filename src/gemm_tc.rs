@@ -230,6 +230,14 @@ pub fn gemm_tc_planned<T: TcInput, O: Scalar>(
     g.check(a.len(), b.len(), c.len())?;
     if let Some(bias) = &ep.bias {
         bias.check_context(ctx, OP)?;
+        // A bias per column of C would be one per row of the transpose that runs C stored
+        // transposed, which the epilogue does not have.
+        if g.trans_c.is_t() {
+            return Err(Error::invalid(
+                OP,
+                "a bias needs C stored row-major (trans_c = N): the epilogue adds it per column of the stored rows",
+            ));
+        }
         if bias.len() < g.n {
             return Err(Error::invalid(
                 OP,
@@ -251,14 +259,7 @@ pub fn gemm_tc_planned<T: TcInput, O: Scalar>(
     }
     if g.trans_c.is_t() {
         // The kernels store C row-major; C^T = op(B)^T op(A)^T is, in the same memory. The
-        // residual has C's layout, so it follows; a bias per column of C would become one per
-        // row of C^T, which the epilogue does not have.
-        if ep.bias.is_some() {
-            return Err(Error::invalid(
-                OP,
-                "a bias needs C stored row-major (trans_c = N): the epilogue adds it per column of the stored rows",
-            ));
-        }
+        // residual has C's layout, so it follows (the bias was refused above).
         return gemm_tc_planned(ctx, version, &g.swapped(), b, a, c, ep, plan);
     }
     let cfg = version.config;

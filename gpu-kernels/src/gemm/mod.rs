@@ -21,7 +21,8 @@
 //! # Semantics (every version)
 //! Row-major matrices with leading dimensions; `op(X)` is `X` or `X^T` (`trans_a`, `trans_b`);
 //! C may be stored transposed (`trans_c`: column-major, written through [`c_at`]), which is
-//! how the launcher runs C with few columns as its transpose; batches are strided (`stride_*` elements between consecutive matrices, 0 broadcasts).
+//! how the launcher runs C with few columns as its transpose; batches are strided (`stride_*`
+//! elements between consecutive matrices, 0 broadcasts).
 //! Any `M, N, K >= 0`, no multiple required: `K = 0` gives `beta * C`; `beta = 0` writes
 //! `alpha * op(A) op(B)` without reading C (NaN already in C is ignored). `M = 0` or `N = 0`
 //! is handled by the launcher (nothing to launch).
@@ -39,8 +40,8 @@
 //! # Safety
 //! The launcher guarantees: every view holds every element the shape reaches (batch, rows,
 //! leading dimension); `vec_a` / `vec_b` / `vec_c` are nonzero only when the operand's view is
-//! 16-byte aligned and its leading dimension and batch stride are multiples of 4 elements; the grid
-//! covers `ceil(N / BN) x ceil(M / BM) x batches` and the dynamic shared segment is
+//! 16-byte aligned and its leading dimension and batch stride are multiples of 4 elements; the
+//! grid covers `ceil(N / BN) x ceil(M / BM) x batches` and the dynamic shared segment is
 //! [`Tiling::shared_bytes`]. Every global access below is guarded against `M`, `N`, `K`
 //! (tiles past the edge load 0 and store nothing); the emulator proves it in the tests.
 

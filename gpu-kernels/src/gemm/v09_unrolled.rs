@@ -21,8 +21,8 @@
 //! # C stores
 //! A lane's 8 columns are two runs of 4 (one per 16-wide sub-tile), so where C allows it
 //! (`vec_c`: aligned, row-major) each run is one 16-byte store ([`super::store_c4`]): 16
-//! `STG.128` per thread instead of 64 `STG`, and a warp's store covers 8 rows x 64 bytes, 16
-//! sectors for 512 bytes where a 4-byte store covers 16 sectors for 128. The bench's 4096 x
+//! `STG.128` per thread instead of 64 4-byte stores, and a warp's store covers 8 rows x 64
+//! bytes, 16 sectors for 512 bytes, where a 4-byte store covers 16 sectors for 128. The bench's 4096 x
 //! 4096 x 64 is 4 k-steps per tile, so its stores weigh: v08 ran it at 0.52 of cuBLAS
 //! (2026-12-04), against 0.80 at 4096^3.
 //!
@@ -49,7 +49,7 @@ const _: () = assert!(
     "v08's fetch and put stage this tile"
 );
 const _: () = assert!(BK == 16, "compute unrolls exactly 16 depths");
-/// The width of a warp's sub-tile: a lane's second run of 4 columns starts this far past its first.
+/// A warp's sub-tile width: a lane's second run of 4 columns starts this far past its first.
 const SUB_N: u32 = TILING.wn / TILING.wniter;
 const _: () = assert!(TM == 8 && TN == 8 && TILING.wniter == 2, "a lane's columns are two runs of 4");
 
